@@ -1,0 +1,11 @@
+"""The `agent` command line."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+
+
+def main() -> None:
+    app()
