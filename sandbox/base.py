@@ -156,7 +156,7 @@ def open_sandbox(kind: str, *, workspace: Path, **options: object) -> Sandbox:
 
 def _load_builtin_backends() -> None:
     # Imported for their @register_sandbox side effect.
-    import sandbox.local  # noqa: F401
+    import sandbox.local
 
     try:
         import sandbox.docker  # noqa: F401

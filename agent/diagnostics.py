@@ -1,0 +1,134 @@
+"""Turn a compiler log (nvcc, g++, ptxas, the linker, a Python import) into the few errors a
+model can act on: file, line, column and message of the first real errors, not the warnings."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+Severity = Literal["error", "warning"]
+
+
+class Diagnostic(BaseModel):
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    severity: Severity = "error"
+    message: str
+    context: str = ""
+
+    def render(self) -> str:
+        where = self.file or "<build>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        text = f"{where}: {self.severity}: {self.message}"
+        return text + ("\n" + self.context if self.context else "")
+
+
+_GCC = re.compile(
+    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning): (?P<msg>.*)$"
+)
+_NVCC = re.compile(
+    r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning)(?: #[\w-]+)?: (?P<msg>.*)$"
+)
+_PTXAS = re.compile(r"^ptxas (?:fatal|error)\s*: (?P<msg>.*)$")
+_LINKER = re.compile(r"^(?:/usr/bin/ld|ld|collect2|nvlink)[^:]*: (?:error: )?(?P<msg>.*)$")
+_UNDEFINED = re.compile(r"undefined (?:reference to|symbol:?) [`'‘]?(?P<sym>[^'’`\s]+)")
+_PY_EXC = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception)): (?P<msg>.*)$")
+
+
+def parse_log(log: str, *, root: Path | None = None, limit: int = 50) -> tuple[list[Diagnostic], int]:
+    """(errors in order of appearance, deduplicated, at most `limit`; number of warnings)."""
+    errors: list[Diagnostic] = []
+    seen: set[tuple[str | None, int | None, str]] = set()
+    warnings = 0
+    lines = log.splitlines()
+    for index, raw in enumerate(lines):
+        line = raw.rstrip()
+        diag = _match(line, root)
+        if diag is None:
+            continue
+        if diag.severity == "warning":
+            warnings += 1
+            continue
+        key = (diag.file, diag.line, diag.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        diag.context = _context(lines, index)
+        errors.append(diag)
+    if not errors:
+        errors += _fallback(lines)
+    return errors[:limit], warnings
+
+
+def _match(line: str, root: Path | None) -> Diagnostic | None:
+    for pattern in (_NVCC, _GCC):
+        m = pattern.match(line)
+        if m:
+            severity: Severity = "warning" if m.group("sev") == "warning" else "error"
+            col = m.groupdict().get("col")
+            return Diagnostic(
+                file=_relative(m.group("file"), root),
+                line=int(m.group("line")),
+                column=int(col) if col else None,
+                severity=severity,
+                message=m.group("msg").strip(),
+            )
+    m = _PTXAS.match(line)
+    if m:
+        return Diagnostic(message="ptxas: " + m.group("msg").strip())
+    if "undefined reference" in line or "undefined symbol" in line:
+        sym = _UNDEFINED.search(line)
+        name = sym.group("sym") if sym else line.strip()
+        return Diagnostic(
+            message=f'undefined symbol {name} (declared but never defined, or not extern "C" on both sides)'
+        )
+    m = _LINKER.match(line)
+    if m and ("cannot find" in line or "error" in line):
+        return Diagnostic(message="linker: " + m.group("msg").strip())
+    return None
+
+
+def _relative(file: str, root: Path | None) -> str:
+    path = Path(file.strip())
+    if root is not None:
+        try:
+            return path.resolve().relative_to(root.resolve()).as_posix()
+        except (ValueError, OSError):
+            pass
+    # Files outside the workspace (a single-file solution's generated main.cpp / cuda.cu)
+    # are named by their file name: the model never saw the build folder.
+    return path.name if path.is_absolute() else file.strip()
+
+
+def _context(lines: list[str], index: int) -> str:
+    """The source line and caret that compilers print after an error, when present."""
+    following = []
+    for line in lines[index + 1 : index + 4]:
+        if (
+            not line.strip()
+            or _GCC.match(line)
+            or _NVCC.match(line)
+            or line.startswith(("FAILED", "[", "ninja"))
+        ):
+            break
+        following.append(line.rstrip())
+    return "\n".join(following[:3])
+
+
+def _fallback(lines: list[str]) -> list[Diagnostic]:
+    # No compiler diagnostics: a Python exception (single-file import), or a tool failure.
+    for line in reversed(lines):
+        m = _PY_EXC.match(line.strip())
+        if m:
+            return [Diagnostic(message=f"{m.group('exc')}: {m.group('msg')}")]
+    for line in lines:
+        if line.startswith("FAILED:") or "Error building extension" in line:
+            return [Diagnostic(message=line.strip()[:500])]
+    return []

@@ -1,0 +1,251 @@
+"""The `Model` seam, its error, and the retry policy every provider adapter shares."""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity.wait import wait_base
+
+from agent.messages import Message, ModelResponse, ToolSpec
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that turns a conversation and the tools on offer into the next assistant turn."""
+
+    name: str
+
+    def query(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        max_output_tokens: int | None = None,
+    ) -> ModelResponse: ...
+
+
+class ModelError(Exception):
+    """A model call that failed for good: the message says which provider, which model and what to do."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        model: str,
+        status_code: int | None = None,
+        attempts: int = 1,
+        transient: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.model = model
+        self.status_code = status_code
+        self.attempts = attempts
+        self.transient = transient
+        """True when retrying later may succeed (rate limit, overload, network), False for auth or bad requests."""
+
+
+class RetryPolicy(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    max_attempts: int = Field(default=6, ge=1)
+    """Attempts per model call, the first one included."""
+    backoff_initial_s: float = Field(default=1.0, ge=0)
+    backoff_max_s: float = Field(default=60.0, ge=0)
+    retry_after_max_s: float = Field(default=300.0, ge=0)
+    """Longest server-requested wait we honor; longer requests are capped to this."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Who a call goes to, for error messages."""
+
+    provider: str
+    model: str
+    key_env: str
+    base_url: str | None = None
+
+    def describe(self) -> str:
+        where = f" at {self.base_url}" if self.base_url else ""
+        return f"{self.provider} model {self.model!r}{where}"
+
+
+def is_transient_status(status: int, headers: Mapping[str, str] | None = None) -> bool:
+    should_retry = (headers or {}).get("x-should-retry")
+    if should_retry in ("true", "false"):
+        return should_retry == "true"
+    return status in (408, 409, 429) or status >= 500
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds the server asked us to wait, from `retry-after-ms`, `retry-after` seconds or an HTTP date."""
+    if not headers:
+        return None
+    for header, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(header)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) / divisor)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _response_headers(exc: BaseException | None) -> Mapping[str, str] | None:
+    response = getattr(exc, "response", None)
+    return getattr(response, "headers", None)
+
+
+class wait_retry_after_or_backoff(wait_base):
+    """Wait what the provider's `retry-after` says; without one, exponential backoff with full jitter."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.backoff = wait_random_exponential(multiplier=policy.backoff_initial_s, max=policy.backoff_max_s)
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        retry_after = parse_retry_after(_response_headers(exc))
+        if retry_after is not None:
+            return min(retry_after, self.policy.retry_after_max_s)
+        return self.backoff(retry_state)
+
+
+def _log_retry(retry_state: RetryCallState) -> None:
+    exc = retry_state.outcome.exception() if retry_state.outcome else None
+    wait = retry_state.next_action.sleep if retry_state.next_action else 0.0
+    log.warning("model call attempt %d failed (%s); retrying in %.2fs", retry_state.attempt_number, exc, wait)
+
+
+@dataclass(frozen=True)
+class SdkErrors:
+    """An SDK's exception classes. Both official SDKs share this shape: `status` errors carry
+    `status_code`, `body` and `response` (with headers); `connection` errors cover timeouts too."""
+
+    base: type[Exception]
+    status: type[Exception]
+    connection: type[Exception]
+
+    def is_transient(self, exc: BaseException) -> bool:
+        if isinstance(exc, self.connection):
+            return True
+        if isinstance(exc, self.status):
+            return is_transient_status(getattr(exc, "status_code", 0), _response_headers(exc))
+        return False
+
+    def to_model_error(self, endpoint: Endpoint, exc: Exception, attempts: int) -> ModelError:
+        if isinstance(exc, self.connection):
+            return connection_error(endpoint, exc, attempts=attempts)
+        if isinstance(exc, self.status):
+            status: int = getattr(exc, "status_code", 0)
+            detail = error_detail(getattr(exc, "body", None), str(exc))
+            transient = is_transient_status(status, _response_headers(exc))
+            return status_error(endpoint, status, detail, attempts=attempts, transient=transient)
+        return ModelError(
+            f"{endpoint.describe()} failed: {type(exc).__name__}: {exc}",
+            provider=endpoint.provider,
+            model=endpoint.model,
+            attempts=attempts,
+        )
+
+
+def call_with_retries(
+    send: Callable[[], T], *, policy: RetryPolicy, endpoint: Endpoint, errors: SdkErrors
+) -> tuple[T, int]:
+    """Run `send` under `policy`; return its result and the number of attempts it took.
+
+    Transient failures are retried; an SDK error left at the end becomes a ModelError.
+    """
+    retrying = Retrying(
+        stop=stop_after_attempt(policy.max_attempts),
+        wait=wait_retry_after_or_backoff(policy),
+        retry=retry_if_exception(errors.is_transient),
+        before_sleep=_log_retry,
+        reraise=True,
+    )
+    try:
+        for attempt in retrying:
+            with attempt:
+                result = send()
+    except errors.base as exc:
+        attempts = retrying.statistics.get("attempt_number", 1)
+        raise errors.to_model_error(endpoint, exc, attempts) from exc
+    return result, retrying.statistics["attempt_number"]
+
+
+def error_detail(body: object, fallback: str) -> str:
+    """The human part of an error body; both providers nest it under `error.message`."""
+    if isinstance(body, Mapping):
+        error = body.get("error")
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+            return error["message"]
+        if isinstance(body.get("message"), str):
+            return body["message"]
+    return fallback
+
+
+def status_error(endpoint: Endpoint, status: int, detail: str, *, attempts: int, transient: bool) -> ModelError:
+    where = endpoint.describe()
+    http = f"HTTP {status}: {detail}"
+    if transient:
+        advice = (
+            f"{where} still failing after {attempts} attempts ({http}). The provider is rate-limiting or "
+            "overloaded: try again later, lower the concurrency, or raise the retry limit."
+        )
+    elif status == 401:
+        advice = f"{where} rejected the API key ({http}). Set {endpoint.key_env} to a valid key."
+    elif status == 403:
+        advice = f"{where} denied access ({http}). Check that the key in {endpoint.key_env} may use this model."
+    elif status == 404:
+        url_hint = " and that the URL ends in /v1" if endpoint.base_url else ""
+        advice = (
+            f"{where} was not found ({http}). Check NAME in --model {endpoint.provider}:NAME{url_hint}."
+        )
+    elif status in (400, 413, 422):
+        advice = (
+            f"{where} rejected the request ({http}). The conversation may exceed the model's context window; "
+            "the raw request is in the transcript."
+        )
+    else:
+        advice = f"{where} failed ({http})."
+    return ModelError(
+        advice,
+        provider=endpoint.provider,
+        model=endpoint.model,
+        status_code=status,
+        attempts=attempts,
+        transient=transient,
+    )
+
+
+def connection_error(endpoint: Endpoint, exc: Exception, *, attempts: int) -> ModelError:
+    server_hint = f" and that a server is listening at {endpoint.base_url}" if endpoint.base_url else ""
+    cause = f"{type(exc).__name__}: {exc}"
+    return ModelError(
+        f"{endpoint.describe()} gave no response after {attempts} attempts ({cause}). "
+        f"Check the network{server_hint}.",
+        provider=endpoint.provider,
+        model=endpoint.model,
+        attempts=attempts,
+        transient=True,
+    )

@@ -1,0 +1,35 @@
+"""Where the product's own files live: skills, prompts, worker scripts and caches."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _data_dir(name: str) -> Path:
+    # An editable install (the documented one) reads skills/ and prompts/ from the checkout;
+    # a wheel carries them inside the package under _bundled/.
+    for candidate in (_PACKAGE_DIR.parent / name, _PACKAGE_DIR / "_bundled" / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"the {name}/ folder is missing from the installation ({_PACKAGE_DIR})")
+
+
+def skills_dir() -> Path:
+    return _data_dir("skills")
+
+
+def prompts_dir() -> Path:
+    return _data_dir("prompts")
+
+
+def cache_dir() -> Path:
+    """Build caches, baseline timings and other reusable state (KERNEL_AGENT_CACHE overrides)."""
+    root = os.environ.get("KERNEL_AGENT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kernel-agent"
+    )
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path

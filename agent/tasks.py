@@ -1,0 +1,258 @@
+"""Tasks: KernelBench-style module files (`Model`, `get_inputs`, `get_init_inputs`).
+
+A task file is parsed here without running it; running it (to learn its input spec) happens
+in a worker process, so no task can change the harness's or another task's globals.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from sandbox.workers.protocol import parse as parse_worker_result
+
+REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
+_LEVEL_DIR = re.compile(r"^level[_-]?(\d+)$", re.IGNORECASE)
+_PROBLEM_ID = re.compile(r"^(\d+)[_-]")
+
+
+class TaskLoadError(Exception):
+    """A task file cannot be used; the message names the file and the problem."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class ArgSpec(BaseModel):
+    """One value that `get_inputs()` or `get_init_inputs()` returns."""
+
+    kind: Literal["tensor", "int", "float", "bool", "none", "list", "tuple", "other"]
+    shape: list[int] | None = None
+    dtype: str | None = None
+    device: str | None = None
+    value: str | None = None
+    items: list[ArgSpec] | None = None
+
+    def describe(self) -> str:
+        if self.kind == "tensor":
+            return f"{self.dtype}[{', '.join(map(str, self.shape or []))}]"
+        if self.items is not None:
+            inner = ", ".join(item.describe() for item in self.items)
+            return f"({inner})" if self.kind == "tuple" else f"[{inner}]"
+        return self.value if self.value is not None else self.kind
+
+    @property
+    def nbytes(self) -> int:
+        if self.kind != "tensor" or self.shape is None:
+            return sum(item.nbytes for item in self.items or [])
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        return count * _DTYPE_BYTES.get(self.dtype or "", 4)
+
+
+_DTYPE_BYTES = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2}
+
+
+class InputSpec(BaseModel):
+    """What a task's model is built from and called with, learned by running it once."""
+
+    inputs: list[ArgSpec]
+    init_inputs: list[ArgSpec]
+    parameters: int = Field(description="number of parameter elements in Model(*init_inputs)")
+    buffers: int = 0
+
+    def describe(self) -> str:
+        return ", ".join(arg.describe() for arg in self.inputs)
+
+
+class Task(BaseModel):
+    path: Path
+    name: str
+    level: int | None = None
+    problem_id: int | None = None
+    sha256: str = Field(description="content hash of the task file")
+    spec: InputSpec | None = Field(default=None, description="set once instantiated")
+
+    @property
+    def source(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+    @property
+    def key(self) -> str:
+        """Identity for caches and stores: level, name and content hash."""
+        level = f"level{self.level}/" if self.level is not None else ""
+        return f"{level}{self.name}@{self.sha256[:12]}"
+
+
+def parse_task(path: Path) -> Task:
+    """Read and statically check one task file without running any of it."""
+    path = Path(path)
+    if not path.is_file():
+        raise TaskLoadError(path, "no such file")
+    raw = path.read_bytes()
+    if path.suffix != ".py":
+        raise TaskLoadError(path, "not a Python file (task files end in .py)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TaskLoadError(path, "not a Python file (it is not UTF-8 text)") from None
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as exc:
+        raise TaskLoadError(path, f"syntax error at line {exc.lineno}: {exc.msg}") from None
+    defined = _top_level_names(tree)
+    missing = [name for name in REQUIRED_NAMES if name not in defined]
+    if missing:
+        names = ", ".join(f"`{name}`" for name in missing)
+        raise TaskLoadError(
+            path,
+            f"missing {names}: a task defines class Model(nn.Module), get_inputs() and get_init_inputs()",
+        )
+    level, problem_id = _level_and_id(path)
+    return Task(
+        path=path.resolve(),
+        name=path.stem,
+        level=level,
+        problem_id=problem_id,
+        sha256=hashlib.sha256(raw).hexdigest(),
+    )
+
+
+def load_task(path: Path, *, instantiate: bool = True, timeout: float = 300) -> Task:
+    """Parse a task and (by default) run it once in a worker process to learn its input spec."""
+    task = parse_task(path)
+    if instantiate:
+        task = instantiate_tasks([task], timeout=timeout)[0]
+    return task
+
+
+def discover_task_files(folder: Path) -> list[Path]:
+    """Task files under `folder` (recursively), in KernelBench order: level, then problem id."""
+    folder = Path(folder)
+    if folder.is_file():
+        return [folder]
+    if not folder.is_dir():
+        raise TaskLoadError(folder, "no such file or folder")
+    files = [
+        p for p in folder.rglob("*.py") if not p.name.startswith(("_", ".")) and "__pycache__" not in p.parts
+    ]
+
+    def order(p: Path) -> tuple[Any, ...]:
+        level, problem_id = _level_and_id(p)
+        return (level if level is not None else 99, problem_id if problem_id is not None else 10**9, str(p))
+
+    return sorted(files, key=order)
+
+
+def load_folder(
+    folder: Path, *, instantiate: bool = True, timeout: float = 600
+) -> tuple[list[Task], list[TaskLoadError]]:
+    """Every task under `folder`; files that fail are returned as errors, not raised."""
+    tasks: list[Task] = []
+    errors: list[TaskLoadError] = []
+    for path in discover_task_files(folder):
+        try:
+            tasks.append(parse_task(path))
+        except TaskLoadError as exc:
+            errors.append(exc)
+    if instantiate and tasks:
+        instantiated, failed = _instantiate_collecting(tasks, timeout=timeout)
+        tasks, errors = instantiated, errors + failed
+    return tasks, errors
+
+
+def instantiate_tasks(tasks: list[Task], *, timeout: float = 300) -> list[Task]:
+    """Run each task once in a worker process; raise the first TaskLoadError."""
+    done, failed = _instantiate_collecting(tasks, timeout=timeout)
+    if failed:
+        raise failed[0]
+    return done
+
+
+def _instantiate_collecting(tasks: list[Task], *, timeout: float) -> tuple[list[Task], list[TaskLoadError]]:
+    from sandbox.base import WORKERS_DIR
+
+    cmd = [sys.executable, "-I", str(WORKERS_DIR / "inspect_task.py"), *[str(t.path) for t in tasks]]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        if len(tasks) == 1:
+            return [], [TaskLoadError(tasks[0].path, f"running it took longer than {timeout:.0f}s")]
+        return _one_by_one(tasks, timeout)
+    result = parse_worker_result(proc.stdout)
+    if result is None:
+        if len(tasks) == 1:
+            reason = _last_line(proc.stderr) or f"the worker exited with status {proc.returncode}"
+            return [], [TaskLoadError(tasks[0].path, f"running it crashed the worker: {reason}")]
+        return _one_by_one(tasks, timeout)
+    done: list[Task] = []
+    failed: list[TaskLoadError] = []
+    for task, report in zip(tasks, result["tasks"], strict=True):
+        if report["ok"]:
+            spec = InputSpec.model_validate(
+                {k: report[k] for k in ("inputs", "init_inputs", "parameters", "buffers")}
+            )
+            done.append(task.model_copy(update={"spec": spec}))
+        else:
+            error = report["error"]
+            stage = {
+                "import": "running the file failed",
+                "get_init_inputs": "get_init_inputs() raised",
+                "get_inputs": "get_inputs() raised",
+                "Model": "Model(*get_init_inputs()) raised",
+            }.get(error["stage"], error["stage"])
+            message = error["message"]
+            text = message if message.startswith("it defines no") else f"{stage}: {message}"
+            failed.append(TaskLoadError(task.path, text))
+    return done, failed
+
+
+def _one_by_one(tasks: list[Task], timeout: float) -> tuple[list[Task], list[TaskLoadError]]:
+    # A crash or hang in one file must not cost the others their spec: isolate each.
+    done: list[Task] = []
+    failed: list[TaskLoadError] = []
+    for task in tasks:
+        ok, bad = _instantiate_collecting([task], timeout=timeout)
+        done += ok
+        failed += bad
+    return done, failed
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.ImportFrom):
+            names.update(alias.asname or alias.name for alias in node.names)
+    return names
+
+
+def _level_and_id(path: Path) -> tuple[int | None, int | None]:
+    level = None
+    for part in reversed(path.parent.parts):
+        match = _LEVEL_DIR.match(part)
+        if match:
+            level = int(match.group(1))
+            break
+    id_match = _PROBLEM_ID.match(path.name)
+    return level, int(id_match.group(1)) if id_match else None
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""

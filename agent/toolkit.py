@@ -1,0 +1,70 @@
+"""The target GPU architecture, and (from the worker module) the CUDA toolkit and libraries.
+
+Two traps seen on our machines: `nvcc` on PATH may be a wrapper script in /usr/local/bin,
+so torch guesses CUDA_HOME=/usr/local and every build fails; and the toolkit may lack
+cuBLAS/cuDNN, which then come from the nvidia-* wheels that torch installs.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+from sandbox.workers.cuda_env import LinkLibrary, Toolkit, ToolkitError, find_toolkit, vendor_libraries
+
+__all__ = [
+    "LinkLibrary",
+    "Toolkit",
+    "ToolkitError",
+    "find_toolkit",
+    "normalize_arch",
+    "resolve_arch",
+    "vendor_libraries",
+    "visible_gpu_arch",
+]
+
+_ARCH = re.compile(r"^(?:sm_?|compute_?)?(\d+)\.?(\d)([af]?)$")
+
+
+def normalize_arch(arch: str) -> str:
+    """'sm_90', '9.0', '90', 'sm_90a' -> TORCH_CUDA_ARCH_LIST form ('9.0', '9.0a')."""
+    match = _ARCH.match(arch.strip().lower())
+    if not match:
+        raise ToolkitError(
+            f"--arch {arch!r} is not a CUDA architecture; use a form like sm_90, sm_90a or 9.0"
+        )
+    return f"{match.group(1)}.{match.group(2)}{match.group(3)}"
+
+
+def visible_gpu_arch() -> str | None:
+    """Compute capability of the first visible GPU (no torch import: nvidia-smi), or None."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    if out.returncode != 0 or not lines:
+        return None
+    try:
+        return normalize_arch(lines[0])
+    except ToolkitError:
+        return None
+
+
+def resolve_arch(requested: str | None) -> tuple[str, str]:
+    """(TORCH_CUDA_ARCH_LIST value, how it was chosen)."""
+    if requested:
+        return normalize_arch(requested), "--arch"
+    gpu = visible_gpu_arch()
+    if gpu:
+        return gpu, "the visible GPU"
+    return "9.0", "no GPU visible: defaulting to sm_90 (H100/H200); pass --arch to change"

@@ -1,0 +1,161 @@
+"""Build a solution's CUDA extension (torch + stdlib only).
+
+usage: python -I build.py SPEC_JSON
+
+SPEC_JSON keys:
+  kind            "workspace" | "single_file"
+  name            extension module name (workspace)
+  sources         absolute source paths (workspace)
+  build_dir       where ninja builds (workspace) / TORCH_EXTENSIONS_DIR (single_file)
+  solution        the single-file solution's path (single_file)
+  cflags, cuda_cflags, ldflags, include_dirs
+  config_hash     identity of (sources, flags, toolchain): build.ninja is reused while it matches
+
+A workspace whose build.ninja matches `config_hash` is rebuilt by running ninja directly,
+without importing torch: an unchanged workspace is a no-op, an edited .cu recompiles alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cuda_env import ToolkitError, find_toolkit, vendor_libraries
+from protocol import emit, stdout_to_stderr
+
+STAMP = ".kernel-agent-build.json"
+
+
+@contextlib.contextmanager
+def exclusive(build_dir: Path, timeout: float = 600) -> Any:
+    """One build per build dir at a time; a lock left by a killed build never blocks us."""
+    build_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(build_dir / ".kernel-agent.lock", "w")  # noqa: SIM115 - held for the block
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"another build held {build_dir} for {timeout:.0f}s") from None
+            time.sleep(0.1)
+    try:
+        # torch's FileBaton file: we hold the real lock, so any `lock` here is from a killed build.
+        with contextlib.suppress(FileNotFoundError):
+            (build_dir / "lock").unlink()
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+def run_ninja(build_dir: Path) -> tuple[bool, str]:
+    jobs = os.environ.get("MAX_JOBS")
+    cmd = ["ninja", "-v", "-C", str(build_dir)] + (["-j", jobs] if jobs else [])
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return proc.returncode == 0, proc.stdout
+
+
+def build_workspace(spec: dict[str, Any]) -> dict[str, Any]:
+    build_dir = Path(spec["build_dir"])
+    stamp_path = build_dir / STAMP
+    module = build_dir / f"{spec['name']}.so"
+    with exclusive(build_dir):
+        stamp = json.loads(stamp_path.read_text()) if stamp_path.is_file() else {}
+        if stamp.get("config_hash") == spec["config_hash"] and (build_dir / "build.ninja").is_file():
+            ok, log = run_ninja(build_dir)
+            up_to_date = "no work to do" in log
+            return {
+                "ok": ok,
+                "log": log,
+                "mode": "up_to_date" if up_to_date else "ninja",
+                "module": str(module),
+            }
+        ok, log = torch_build(spec, build_dir)
+        if (build_dir / "build.ninja").is_file():
+            stamp_path.write_text(json.dumps({"config_hash": spec["config_hash"]}))
+        return {"ok": ok, "log": log, "mode": "configure", "module": str(module)}
+
+
+def torch_build(spec: dict[str, Any], build_dir: Path) -> tuple[bool, str]:
+    from torch.utils import cpp_extension
+
+    try:
+        cpp_extension.load(
+            name=spec["name"],
+            sources=spec["sources"],
+            extra_cflags=spec.get("cflags", []),
+            extra_cuda_cflags=spec.get("cuda_cflags", []),
+            extra_ldflags=spec.get("ldflags", []),
+            extra_include_paths=spec.get("include_dirs", []),
+            build_directory=str(build_dir),
+            with_cuda=True,
+            verbose=False,
+        )
+    except (RuntimeError, OSError, ImportError, subprocess.SubprocessError) as exc:
+        return False, str(exc)
+    return True, ""
+
+
+def build_single_file(spec: dict[str, Any]) -> dict[str, Any]:
+    """Import the solution with TORCH_EXTENSIONS_DIR pointing at its cache: load_inline builds there."""
+    import runpy
+    import traceback
+
+    build_dir = Path(spec["build_dir"])
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(build_dir)
+    with exclusive(build_dir):
+        try:
+            runpy.run_path(spec["solution"], run_name="__kernel_agent_solution__")
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            return {
+                "ok": False,
+                "log": "".join(traceback.format_exception(exc)),
+                "mode": "configure",
+                "module": None,
+            }
+    return {"ok": True, "log": "", "mode": "configure", "module": None}
+
+
+def add_toolchain(spec: dict[str, Any]) -> None:
+    """CUDA_HOME from the real toolkit (torch guesses wrong behind an nvcc wrapper), and the
+    include and link flags of cuBLAS/cuDNN, wherever they are installed."""
+    os.environ["CUDA_HOME"] = find_toolkit().cuda_home
+    if not spec.pop("link_vendor_libraries", False):
+        return
+    for lib in vendor_libraries():
+        if lib.include_dir:
+            spec.setdefault("include_dirs", []).append(lib.include_dir)
+        spec.setdefault("ldflags", []).extend(
+            [f"-L{lib.lib_dir}", lib.link_flag, f"-Wl,-rpath,{lib.lib_dir}"]
+        )
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    start = time.monotonic()
+    try:
+        add_toolchain(spec)
+    except ToolkitError as exc:
+        emit({"ok": False, "log": str(exc), "mode": "configure", "module": None, "duration_s": 0.0})
+        return
+    with stdout_to_stderr():
+        result = build_workspace(spec) if spec["kind"] == "workspace" else build_single_file(spec)
+    result["duration_s"] = time.monotonic() - start
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""How a worker hands its one result back to the host (torch-free, stdlib only).
+
+A worker prints exactly one line `RESULT_MARKER + json` on its real stdout, last. Everything
+user or candidate code prints is diverted to stderr while it runs, so it cannot be mistaken
+for the result; the host takes the last marker line and treats its absence as a failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+RESULT_MARKER = "@@KERNEL_AGENT_RESULT@@ "
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send fd 1 to fd 2 (Python prints and C printf alike) for the duration."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def emit(result: dict[str, Any], fd: int | None = None) -> None:
+    line = RESULT_MARKER + json.dumps(result, default=str) + "\n"
+    if fd is None:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+    else:
+        os.write(fd, line.encode())
+
+
+def parse(stdout: str) -> dict[str, Any] | None:
+    """The last result record in `stdout`, or None when the worker never wrote one."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT_MARKER):
+            try:
+                value = json.loads(line[len(RESULT_MARKER) :])
+            except json.JSONDecodeError:
+                return None
+            return value if isinstance(value, dict) else None
+    return None
