@@ -182,19 +182,18 @@ def instantiate_tasks(tasks: list[Task], *, timeout: float = 300) -> list[Task]:
 def _instantiate_collecting(tasks: list[Task], *, timeout: float) -> tuple[list[Task], list[TaskLoadError]]:
     from sandbox.base import WORKERS_DIR
 
-    cmd = [sys.executable, "-I", str(WORKERS_DIR / "inspect_task.py"), *[str(t.path) for t in tasks]]
+    worker = str(WORKERS_DIR / "inspect_task.py")
+    cmd = [sys.executable, "-I", worker, "--timeout", str(timeout), *[str(t.path) for t in tasks]]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout * len(tasks) + 60, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
-        if len(tasks) == 1:
-            return [], [TaskLoadError(tasks[0].path, f"running it took longer than {timeout:.0f}s")]
-        return _one_by_one(tasks, timeout)
+        return [], [TaskLoadError(t.path, "the task inspector hung; try the file alone") for t in tasks]
     result = parse_worker_result(proc.stdout)
     if result is None:
-        if len(tasks) == 1:
-            reason = _last_line(proc.stderr) or f"the worker exited with status {proc.returncode}"
-            return [], [TaskLoadError(tasks[0].path, f"running it crashed the worker: {reason}")]
-        return _one_by_one(tasks, timeout)
+        reason = _last_line(proc.stderr) or f"it exited with status {proc.returncode}"
+        return [], [TaskLoadError(t.path, f"the task inspector failed: {reason}") for t in tasks]
     done: list[Task] = []
     failed: list[TaskLoadError] = []
     for task, report in zip(tasks, result["tasks"], strict=True):
@@ -204,28 +203,23 @@ def _instantiate_collecting(tasks: list[Task], *, timeout: float) -> tuple[list[
             )
             done.append(task.model_copy(update={"spec": spec}))
         else:
-            error = report["error"]
-            stage = {
-                "import": "running the file failed",
-                "get_init_inputs": "get_init_inputs() raised",
-                "get_inputs": "get_inputs() raised",
-                "Model": "Model(*get_init_inputs()) raised",
-            }.get(error["stage"], error["stage"])
-            message = error["message"]
-            text = message if message.startswith("it defines no") else f"{stage}: {message}"
-            failed.append(TaskLoadError(task.path, text))
+            failed.append(TaskLoadError(task.path, _describe_failure(report["error"])))
     return done, failed
 
 
-def _one_by_one(tasks: list[Task], timeout: float) -> tuple[list[Task], list[TaskLoadError]]:
-    # A crash or hang in one file must not cost the others their spec: isolate each.
-    done: list[Task] = []
-    failed: list[TaskLoadError] = []
-    for task in tasks:
-        ok, bad = _instantiate_collecting([task], timeout=timeout)
-        done += ok
-        failed += bad
-    return done, failed
+def _describe_failure(error: dict[str, str]) -> str:
+    stage, message = error["stage"], error["message"]
+    if message.startswith("it defines no"):
+        return message
+    prefix = {
+        "import": "running the file failed",
+        "get_init_inputs": "get_init_inputs() raised",
+        "get_inputs": "get_inputs() raised",
+        "Model": "Model(*get_init_inputs()) raised",
+        "timeout": "running it",
+        "crash": "running it crashed the worker",
+    }.get(stage, stage)
+    return f"{prefix}: {message}"
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:

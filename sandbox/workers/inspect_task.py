@@ -1,16 +1,21 @@
 """Instantiate KernelBench-style task files and report their input specs (torch + stdlib only).
 
-usage: python -I inspect_task.py TASK.py [TASK.py ...]
+usage: python -I inspect_task.py [--timeout SECONDS] TASK.py [TASK.py ...]
 
-Each file runs in a fresh module namespace; a failure in one file is reported for that file
-and the others go on. Inputs are built on the CPU from a fixed seed: only shapes and dtypes
-are reported, never values.
+torch is imported once; each file then runs in a forked child, so nothing one task does to
+module or interpreter state (builtins, torch flags) reaches another, and a crash or hang
+is that file's error alone. Inputs are built on the CPU from a fixed seed: only shapes and
+dtypes are reported, never values.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import select
+import signal
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -89,12 +94,63 @@ def inspect_file(path: str) -> dict[str, Any]:
     return result
 
 
-def main(paths: list[str]) -> None:
-    results = []
-    with stdout_to_stderr():
-        for path in paths:
-            results.append(inspect_file(path))
-    emit({"tasks": results})
+def inspect_in_child(path: str, timeout: float) -> dict[str, Any]:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: run the task, write one JSON line, leave without cleanup handlers
+        os.close(read_end)
+        try:
+            with stdout_to_stderr():
+                payload = json.dumps(inspect_file(path))
+        except BaseException as exc:
+            payload = json.dumps(
+                {"path": path, "ok": False, "error": {"stage": "import", "message": repr(exc)}}
+            )
+        os.write(write_end, payload.encode())
+        os._exit(0)
+    os.close(write_end)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select([read_end], [], [], remaining)
+        if not ready:
+            continue
+        chunk = os.read(read_end, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(read_end)
+    if timed_out:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    if timed_out:
+        return {
+            "path": path,
+            "ok": False,
+            "error": {"stage": "timeout", "message": f"took longer than {timeout:.0f}s"},
+        }
+    try:
+        return json.loads(b"".join(chunks))
+    except json.JSONDecodeError:
+        if os.WIFSIGNALED(status):
+            why = f"killed by signal {signal.Signals(os.WTERMSIG(status)).name}"
+        else:
+            why = f"exited with status {os.WEXITSTATUS(status)} before reporting"
+        return {"path": path, "ok": False, "error": {"stage": "crash", "message": why}}
+
+
+def main(argv: list[str]) -> None:
+    timeout = 300.0
+    if argv[:1] == ["--timeout"]:
+        timeout, argv = float(argv[1]), argv[2:]
+    import torch  # noqa: F401 - imported once, before forking, so children start warm
+
+    emit({"tasks": [inspect_in_child(path, timeout) for path in argv]})
 
 
 if __name__ == "__main__":
