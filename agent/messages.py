@@ -50,9 +50,25 @@ class ToolCall(_Frozen):
             error = f"arguments are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
             return cls(id=id, name=name, arguments=None, raw_arguments=raw_arguments, parse_error=error)
         if not isinstance(parsed, dict):
-            error = f"arguments must be a JSON object, got {type(parsed).__name__}"
+            error = f"arguments must be a JSON object, got {_json_kind(parsed)}"
             return cls(id=id, name=name, arguments=None, raw_arguments=raw_arguments, parse_error=error)
         return cls(id=id, name=name, arguments=parsed, raw_arguments=raw_arguments)
+
+
+def _json_kind(value: object) -> str:
+    match value:
+        case list():
+            return "an array"
+        case str():
+            return "a string"
+        case bool():
+            return "a boolean"
+        case int() | float():
+            return "a number"
+        case None:
+            return "null"
+        case _:
+            return type(value).__name__
 
 
 class SystemMessage(_Frozen):

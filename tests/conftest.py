@@ -6,6 +6,9 @@ import functools
 
 import pytest
 
+# No test can reach a real provider or any non-loopback address; API keys are removed.
+pytest_plugins = ["tests.network_guard"]
+
 
 @functools.cache
 def cuda_available() -> bool:

@@ -43,7 +43,7 @@ class ModelError(Exception):
         message: str,
         *,
         provider: str,
-        model: str,
+        model: str | None = None,
         status_code: int | None = None,
         attempts: int = 1,
         transient: bool = False,
@@ -55,6 +55,16 @@ class ModelError(Exception):
         self.attempts = attempts
         self.transient = transient
         """True when retrying later may succeed (rate limit, overload, network), False for auth or bad requests."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword-only fields would be lost by Exception's default pickling (process pools, Ray).
+        return _rebuild_model_error, (str(self), self.__dict__)
+
+
+def _rebuild_model_error(message: str, fields: dict[str, object]) -> ModelError:
+    error = ModelError(message, provider=str(fields["provider"]))
+    error.__dict__.update(fields)
+    return error
 
 
 class RetryPolicy(BaseModel):
@@ -80,6 +90,10 @@ class Endpoint:
     def describe(self) -> str:
         where = f" at {self.base_url}" if self.base_url else ""
         return f"{self.provider} model {self.model!r}{where}"
+
+
+def missing_key_message(key_env: str) -> str:
+    return f"set {key_env} (or pick --model openai:NAME@URL for a local server)"
 
 
 def is_transient_status(status: int, headers: Mapping[str, str] | None = None) -> bool:
@@ -150,6 +164,8 @@ class SdkErrors:
         if isinstance(exc, self.connection):
             return True
         if isinstance(exc, self.status):
+            if _error_code(getattr(exc, "body", None)) == "insufficient_quota":
+                return False  # OpenAI's 429 for an account out of credit: waiting will not help
             return is_transient_status(getattr(exc, "status_code", 0), _response_headers(exc))
         return False
 
@@ -159,7 +175,7 @@ class SdkErrors:
         if isinstance(exc, self.status):
             status: int = getattr(exc, "status_code", 0)
             detail = error_detail(getattr(exc, "body", None), str(exc))
-            transient = is_transient_status(status, _response_headers(exc))
+            transient = self.is_transient(exc)
             return status_error(endpoint, status, detail, attempts=attempts, transient=transient)
         return ModelError(
             f"{endpoint.describe()} failed: {type(exc).__name__}: {exc}",
@@ -193,8 +209,17 @@ def call_with_retries(
     return result, retrying.statistics["attempt_number"]
 
 
+def _error_code(body: object) -> str | None:
+    """`error.code` of an error body; the openai SDK keeps only the inner `error` object as the body."""
+    if not isinstance(body, Mapping):
+        return None
+    error = body.get("error", body)
+    code = error.get("code") if isinstance(error, Mapping) else None
+    return code if isinstance(code, str) else None
+
+
 def error_detail(body: object, fallback: str) -> str:
-    """The human part of an error body; both providers nest it under `error.message`."""
+    """The human part of an error body (`error.message`, or `message` of an already unwrapped body)."""
     if isinstance(body, Mapping):
         error = body.get("error")
         if isinstance(error, Mapping) and isinstance(error.get("message"), str):
@@ -204,7 +229,9 @@ def error_detail(body: object, fallback: str) -> str:
     return fallback
 
 
-def status_error(endpoint: Endpoint, status: int, detail: str, *, attempts: int, transient: bool) -> ModelError:
+def status_error(
+    endpoint: Endpoint, status: int, detail: str, *, attempts: int, transient: bool
+) -> ModelError:
     where = endpoint.describe()
     http = f"HTTP {status}: {detail}"
     if transient:
@@ -215,12 +242,12 @@ def status_error(endpoint: Endpoint, status: int, detail: str, *, attempts: int,
     elif status == 401:
         advice = f"{where} rejected the API key ({http}). Set {endpoint.key_env} to a valid key."
     elif status == 403:
-        advice = f"{where} denied access ({http}). Check that the key in {endpoint.key_env} may use this model."
+        advice = (
+            f"{where} denied access ({http}). Check that the key in {endpoint.key_env} may use this model."
+        )
     elif status == 404:
         url_hint = " and that the URL ends in /v1" if endpoint.base_url else ""
-        advice = (
-            f"{where} was not found ({http}). Check NAME in --model {endpoint.provider}:NAME{url_hint}."
-        )
+        advice = f"{where} was not found ({http}). Check NAME in --model {endpoint.provider}:NAME{url_hint}."
     elif status in (400, 413, 422):
         advice = (
             f"{where} rejected the request ({http}). The conversation may exceed the model's context window; "

@@ -66,7 +66,7 @@ def _read_prices_file(path: Path) -> dict[str, ModelPrice]:
         return {key: ModelPrice.model_validate(entry) for key, entry in data.items()}
     except ValidationError as exc:
         raise PricesFileError(
-            f"bad entry in prices file {path}: each [\"provider:model\"] table takes input, output and "
+            f'bad entry in prices file {path}: each ["provider:model"] table takes input, output and '
             f"optionally cache_read, cache_write (USD per million tokens)\n{exc}"
         ) from exc
 

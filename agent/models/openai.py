@@ -1,0 +1,262 @@
+"""OpenAI Chat Completions adapter: neutral messages <-> Chat Completions wire format, native tool calls.
+
+Chat Completions (not the Responses API) because vLLM, SGLang, Ollama and other OpenAI-compatible servers
+speak it; those are reached through a base URL.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, assert_never
+
+import openai
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionMessage,
+    ChatCompletionMessageCustomToolCall,
+    ChatCompletionMessageFunctionToolCall,
+)
+
+from agent.messages import (
+    AssistantMessage,
+    Message,
+    ModelResponse,
+    StopReason,
+    SystemMessage,
+    ToolCall,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+from agent.models.base import (
+    Endpoint,
+    ModelError,
+    RetryPolicy,
+    SdkErrors,
+    call_with_retries,
+    missing_key_message,
+)
+from agent.models.prices import PriceTable, load_prices
+
+KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+LOCAL_SERVER_PLACEHOLDER_KEY = "not-needed"
+"""Sent to a base-URL server when no key is set: the SDK insists on one, most local servers ignore it."""
+REASONING_CONTENT = "openai_reasoning_content"
+REFUSAL = "openai_refusal"
+
+SDK_ERRORS = SdkErrors(
+    base=openai.APIError, status=openai.APIStatusError, connection=openai.APIConnectionError
+)
+
+
+def openai_client(
+    *, base_url: str | None = None, timeout_s: float = 600.0, env: Mapping[str, str] | None = None
+) -> openai.OpenAI:
+    """The default client: key from OPENAI_API_KEY (optional with a base URL), SDK retries off."""
+    key = (os.environ if env is None else env).get(KEY_ENV)
+    if not key:
+        if base_url is None:
+            raise ModelError(missing_key_message(KEY_ENV), provider="openai")
+        key = LOCAL_SERVER_PLACEHOLDER_KEY
+    return openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=timeout_s)
+
+
+class OpenAIModel:
+    """`Model` over Chat Completions. The client is injected; see `openai_client`."""
+
+    def __init__(
+        self,
+        model: str,
+        client: openai.OpenAI,
+        *,
+        prices: PriceTable | None = None,
+        retry: RetryPolicy | None = None,
+        default_max_output_tokens: int | None = None,
+        extra_params: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.model = model
+        self._client = client.with_options(max_retries=0)
+        self._prices = prices if prices is not None else load_prices()
+        self._retry = retry or RetryPolicy()
+        self._default_max_output_tokens = default_max_output_tokens
+        self._extra_params = dict(extra_params or {})
+        base_url = str(client.base_url).rstrip("/")
+        self._is_openai = base_url == DEFAULT_BASE_URL
+        self.name = f"openai:{model}" if self._is_openai else f"openai:{model}@{base_url}"
+        self._endpoint = Endpoint(
+            provider="openai", model=model, key_env=KEY_ENV, base_url=None if self._is_openai else base_url
+        )
+
+    def query(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        max_output_tokens: int | None = None,
+    ) -> ModelResponse:
+        max_tokens = max_output_tokens or self._default_max_output_tokens
+        request = build_request(
+            self.model,
+            messages,
+            tools,
+            max_tokens=max_tokens,
+            # OpenAI's reasoning models reject max_tokens; compatible servers all accept it.
+            max_tokens_param="max_completion_tokens" if self._is_openai else "max_tokens",
+            extra_params=self._extra_params,
+        )
+        started = time.monotonic()
+        raw, attempts = call_with_retries(
+            lambda: self._client.chat.completions.with_raw_response.create(**request),
+            policy=self._retry,
+            endpoint=self._endpoint,
+            errors=SDK_ERRORS,
+        )
+        latency_s = time.monotonic() - started
+        completion = raw.parse()
+        if not completion.choices:
+            raise ModelError(
+                f"{self._endpoint.describe()} returned no choices: {raw.http_response.text[:500]}",
+                provider="openai",
+                model=self.model,
+                attempts=attempts,
+            )
+        choice = completion.choices[0]
+        usage = usage_from_wire(completion)
+        return ModelResponse(
+            message=assistant_from_wire(choice.message),
+            usage=usage or Usage(),
+            cost_usd=None if usage is None else self._prices.cost_usd("openai", self.model, usage),
+            stop_reason=stop_reason_from_wire(choice.finish_reason),
+            model=completion.model or self.model,
+            latency_s=latency_s,
+            attempts=attempts,
+            raw_request=request,
+            raw_response=raw.http_response.json(),
+        )
+
+
+def build_request(
+    model: str,
+    messages: Sequence[Message],
+    tools: Sequence[ToolSpec],
+    *,
+    max_tokens: int | None = None,
+    max_tokens_param: str = "max_completion_tokens",
+    extra_params: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    request: dict[str, Any] = {"model": model, "messages": [_to_wire(message) for message in messages]}
+    if tools:
+        request["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                },
+            }
+            for tool in tools
+        ]
+    if max_tokens is not None:
+        request[max_tokens_param] = max_tokens
+    request.update(extra_params or {})
+    return request
+
+
+def _to_wire(message: Message) -> dict[str, Any]:
+    match message:
+        case SystemMessage():
+            return {"role": "system", "content": message.text}
+        case UserMessage():
+            return {"role": "user", "content": message.text}
+        case ToolResultMessage():
+            return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+        case AssistantMessage():
+            wire: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+            if message.tool_calls:
+                wire["tool_calls"] = [_tool_call_to_wire(call) for call in message.tool_calls]
+            elif not message.text:
+                wire["content"] = ""
+            return wire
+        case _:
+            assert_never(message)
+
+
+def _tool_call_to_wire(call: ToolCall) -> dict[str, Any]:
+    # Unparseable arguments go back as "{}": vLLM json-decodes past arguments to render its chat
+    # template and would reject the whole request; the tool error the loop sends quotes the bad text.
+    arguments = "{}" if call.parse_error else call.raw_arguments
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+
+
+def assistant_from_wire(message: ChatCompletionMessage) -> AssistantMessage:
+    tool_calls: list[ToolCall] = []
+    for call in message.tool_calls or []:
+        match call:
+            case ChatCompletionMessageFunctionToolCall():
+                tool_calls.append(
+                    ToolCall.from_raw(
+                        id=call.id or _new_call_id(),
+                        name=call.function.name,
+                        raw_arguments=call.function.arguments or "",
+                    )
+                )
+            case ChatCompletionMessageCustomToolCall():
+                tool_calls.append(
+                    ToolCall(
+                        id=call.id or _new_call_id(),
+                        name=call.custom.name,
+                        arguments=None,
+                        raw_arguments=call.custom.input,
+                        parse_error="free-form (custom) tool calls are not supported; call a function tool",
+                    )
+                )
+            case _:
+                assert_never(call)
+    details: dict[str, Any] = {}
+    # vLLM, SGLang and DeepSeek return the reasoning trace beside the content; recorded, never resent.
+    reasoning = (message.model_extra or {}).get("reasoning_content")
+    if reasoning:
+        details[REASONING_CONTENT] = reasoning
+    if message.refusal:
+        details[REFUSAL] = message.refusal
+    return AssistantMessage(text=message.content or "", tool_calls=tool_calls, provider_details=details)
+
+
+def _new_call_id() -> str:
+    """For servers that leave tool call ids out: the tool result must name the call it answers."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def usage_from_wire(completion: ChatCompletion) -> Usage | None:
+    usage = completion.usage
+    if usage is None:
+        return None
+    details = usage.prompt_tokens_details
+    cache_read = (details.cached_tokens if details else None) or 0
+    cache_write = (details.cache_write_tokens if details else None) or 0
+    return Usage(
+        input_tokens=max(0, usage.prompt_tokens - cache_read - cache_write),
+        output_tokens=usage.completion_tokens,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+    )
+
+
+def stop_reason_from_wire(reason: str | None) -> StopReason:
+    match reason:
+        case "stop":
+            return "end_turn"
+        case "tool_calls" | "function_call":
+            return "tool_use"
+        case "length":
+            return "max_tokens"
+        case "content_filter":
+            return "content_filter"
+        case _:
+            return "other"

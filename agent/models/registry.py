@@ -1,0 +1,91 @@
+"""`--model` specs -> `Model`s, and the credentials check `agent solve` runs before doing anything."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from agent.models import anthropic as anthropic_adapter
+from agent.models import openai as openai_adapter
+from agent.models.base import Model, ModelError, RetryPolicy, missing_key_message
+from agent.models.prices import PriceTable
+
+Provider = Literal["anthropic", "openai"]
+
+SPEC_FORMS = "anthropic:NAME, openai:NAME or openai:NAME@http://HOST:PORT/v1"
+_SPEC = re.compile(r"^(?P<provider>[a-z]+):(?P<name>[^@\s]\S*?)(?:@(?P<url>https?://\S+))?$")
+_KEY_ENV: dict[Provider, str] = {"anthropic": anthropic_adapter.KEY_ENV, "openai": openai_adapter.KEY_ENV}
+
+
+class ModelSpecError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    provider: Provider
+    name: str
+    base_url: str | None = None
+
+
+def parse_model_spec(spec: str) -> ModelSpec:
+    """Parse `anthropic:NAME`, `openai:NAME` or `openai:NAME@URL`. NAME may hold ':' and '/'
+    (`qwen2.5-coder:7b`, `Qwen/Qwen3-Coder-30B`)."""
+    match = _SPEC.match(spec.strip())
+    if match is None or match["provider"] not in _KEY_ENV:
+        raise ModelSpecError(f"--model {spec!r} is not a model spec; use {SPEC_FORMS}")
+    provider: Provider = "anthropic" if match["provider"] == "anthropic" else "openai"
+    if provider == "anthropic" and match["url"]:
+        raise ModelSpecError(
+            f"--model {spec!r}: a server URL is only accepted for OpenAI-compatible servers; use {SPEC_FORMS}"
+        )
+    return ModelSpec(provider=provider, name=match["name"], base_url=match["url"])
+
+
+def check_credentials(spec: str, env: Mapping[str, str] | None = None) -> str | None:
+    """What to set before `spec` can run, or None when nothing is missing.
+
+    Raises ModelSpecError for a malformed spec.
+    """
+    parsed = parse_model_spec(spec)
+    env = os.environ if env is None else env
+    if parsed.base_url is not None:
+        return None
+    key_env = _KEY_ENV[parsed.provider]
+    if env.get(key_env):
+        return None
+    return missing_key_message(key_env)
+
+
+def resolve_model(
+    spec: str,
+    *,
+    prices: PriceTable | None = None,
+    retry: RetryPolicy | None = None,
+    timeout_s: float = 600.0,
+    env: Mapping[str, str] | None = None,
+) -> Model:
+    """The `Model` for a `--model` spec, with a default client built from the environment."""
+    parsed = parse_model_spec(spec)
+    env = os.environ if env is None else env
+    missing = check_credentials(spec, env)
+    if missing is not None:
+        raise ModelError(missing, provider=parsed.provider, model=parsed.name)
+    match parsed.provider:
+        case "anthropic":
+            return anthropic_adapter.AnthropicModel(
+                parsed.name,
+                anthropic_adapter.anthropic_client(timeout_s=timeout_s, env=env),
+                prices=prices,
+                retry=retry,
+            )
+        case "openai":
+            return openai_adapter.OpenAIModel(
+                parsed.name,
+                openai_adapter.openai_client(base_url=parsed.base_url, timeout_s=timeout_s, env=env),
+                prices=prices,
+                retry=retry,
+            )
