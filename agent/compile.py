@@ -23,7 +23,9 @@ from agent.workspace import EXTENSION_NAME, SingleFileSolution, Solution, Worksp
 from sandbox.base import Sandbox
 from sandbox.workers.protocol import parse as parse_worker_result
 
-CFLAGS = ["-O3"]
+# Host C++ here is binding glue (argument checks, a launch): -O1 halves its compile time;
+# kernels are device code in .cu files, compiled by nvcc at -O3.
+CFLAGS = ["-O1"]
 CUDA_CFLAGS = ["-O3", "-lineinfo"]
 BUILT_STAMP = ".kernel-agent-built.json"
 
@@ -177,6 +179,7 @@ def _build_spec(solution: Solution, sandbox: Sandbox, build_dir: str, extra_cuda
         "name": EXTENSION_NAME,
         "sources": [_in_sandbox(p, solution, sandbox) for p in solution.sources()],
         "build_dir": build_dir,
+        "cache_dir": sandbox.cache_path,
         "cflags": CFLAGS,
         "cuda_cflags": CUDA_CFLAGS + extra_cuda_cflags,
         "link_vendor_libraries": True,

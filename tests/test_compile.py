@@ -176,3 +176,17 @@ def test_kernelbench_single_file_solution_builds_and_breaks_clearly(tmp_path: Pa
     assert result.errors and result.errors[0].file == "cuda.cu"
     assert 'identifier "q" is undefined' in result.errors[0].message
     assert json.loads(result.model_dump_json())["solution_kind"] == "single_file"
+
+
+def test_a_new_workspace_reuses_the_prepared_toolchain(built: Workspace, tmp_path: Path, cache: Path) -> None:
+    toolchains = list((cache / "toolchain").iterdir())
+    assert len(toolchains) == 1 and (toolchains[0] / "header.ninja").is_file()
+    fresh = relu_workspace(tmp_path / "fresh")
+    result = compile_solution(
+        fresh, open_sandbox("local", workspace=fresh.root, cache_dir=cache), arch="sm_90"
+    )
+    assert result.ok and result.mode == "configure"
+    log = Path(result.log_path or "").read_text()
+    assert "kernel_agent_torch.h" in log  # the precompiled torch headers are used
+    assert "Winvalid-pch" in log and "warning: " not in log.split("kernel_agent_torch.h.gch")[-1]
+    assert list((cache / "toolchain").iterdir()) == toolchains

@@ -8,11 +8,13 @@ SPEC_JSON keys:
   sources         absolute source paths (workspace)
   build_dir       where ninja builds (workspace) / TORCH_EXTENSIONS_DIR (single_file)
   solution        the single-file solution's path (single_file)
+  cache_dir       where the shared toolchain (ninja header, precompiled header) lives
   cflags, cuda_cflags, ldflags, include_dirs
   config_hash     identity of (sources, flags, toolchain): build.ninja is reused while it matches
 
-A workspace whose build.ninja matches `config_hash` is rebuilt by running ninja directly,
-without importing torch: an unchanged workspace is a no-op, an edited .cu recompiles alone.
+A workspace's build.ninja is written from the shared toolchain (toolchain.py) and rebuilt by
+running ninja directly, without importing torch: an unchanged workspace is a no-op, an
+edited .cu recompiles alone.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import toolchain
 from cuda_env import ToolkitError, find_toolkit, vendor_libraries
 from protocol import emit, stdout_to_stderr
 
@@ -68,43 +71,32 @@ def run_ninja(build_dir: Path) -> tuple[bool, str]:
 
 def build_workspace(spec: dict[str, Any]) -> dict[str, Any]:
     build_dir = Path(spec["build_dir"])
+    toolchain_dir = Path(spec["cache_dir"]) / "toolchain" / toolchain.toolchain_hash(spec)
     stamp_path = build_dir / STAMP
-    module = build_dir / f"{spec['name']}.so"
+    module = str(build_dir / f"{spec['name']}.so")
     with exclusive(build_dir):
         stamp = json.loads(stamp_path.read_text()) if stamp_path.is_file() else {}
         if stamp.get("config_hash") == spec["config_hash"] and (build_dir / "build.ninja").is_file():
             ok, log = run_ninja(build_dir)
-            up_to_date = "no work to do" in log
+            mode = "up_to_date" if "no work to do" in log else "ninja"
+            return {"ok": ok, "log": log, "mode": mode, "module": module}
+        try:
+            with exclusive(toolchain_dir):
+                header, pch_ok, prep_log = toolchain.prepare(spec, toolchain_dir)
+        except Exception as exc:
             return {
-                "ok": ok,
-                "log": log,
-                "mode": "up_to_date" if up_to_date else "ninja",
-                "module": str(module),
+                "ok": False,
+                "log": f"preparing the toolchain failed: {exc!r}",
+                "mode": "configure",
+                "module": None,
             }
-        ok, log = torch_build(spec, build_dir)
-        if (build_dir / "build.ninja").is_file():
-            stamp_path.write_text(json.dumps({"config_hash": spec["config_hash"]}))
-        return {"ok": ok, "log": log, "mode": "configure", "module": str(module)}
-
-
-def torch_build(spec: dict[str, Any], build_dir: Path) -> tuple[bool, str]:
-    from torch.utils import cpp_extension
-
-    try:
-        cpp_extension.load(
-            name=spec["name"],
-            sources=spec["sources"],
-            extra_cflags=spec.get("cflags", []),
-            extra_cuda_cflags=spec.get("cuda_cflags", []),
-            extra_ldflags=spec.get("ldflags", []),
-            extra_include_paths=spec.get("include_dirs", []),
-            build_directory=str(build_dir),
-            with_cuda=True,
-            verbose=False,
+        ninja = toolchain.workspace_ninja(
+            header, toolchain_dir if pch_ok else None, spec["name"], spec["sources"]
         )
-    except (RuntimeError, OSError, ImportError, subprocess.SubprocessError) as exc:
-        return False, str(exc)
-    return True, ""
+        (build_dir / "build.ninja").write_text(ninja)
+        stamp_path.write_text(json.dumps({"config_hash": spec["config_hash"]}))
+        ok, log = run_ninja(build_dir)
+        return {"ok": ok, "log": prep_log + log, "mode": "configure", "module": module, "pch": pch_ok}
 
 
 def build_single_file(spec: dict[str, Any]) -> dict[str, Any]:
