@@ -117,12 +117,26 @@ def compile(
 
 
 def _register_subcommands() -> None:
-    # Sub-apps live in their own modules; a missing optional one must not break the CLI.
-    try:
-        from agent.cli_sandbox import sandbox_app
-    except ImportError:
-        return
+    # Each command lives in its own module; importing them here keeps `agent --help` complete.
+    from agent.cli_batch import batch_command, report_command
+    from agent.cli_eval import eval_command
+    from agent.cli_sandbox import sandbox_app
+    from agent.cli_solve import solve_command
+    from agent.cli_tune import tune_command
+
+    app.command("solve")(solve_command)
+    app.command("eval")(eval_command)
+    app.command("batch")(batch_command)
+    app.command("report")(report_command)
+    app.command("tune")(tune_command)
     app.add_typer(sandbox_app, name="sandbox")
+    try:
+        from agent.cli_transcripts import export_command, replay_command, show_command
+    except ImportError:  # transcripts tooling lands separately
+        return
+    app.command("replay")(replay_command)
+    app.command("show")(show_command)
+    app.command("export")(export_command)
 
 
 _register_subcommands()

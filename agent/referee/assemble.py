@@ -1,0 +1,255 @@
+"""From the workers' records to reports: correctness, policy, performance. The host decides
+here; a worker's record only carries observations."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from agent.referee.diff import output_diff, render_diff
+from agent.referee.kernels import kernel_breakdown
+from agent.referee.models import (
+    CorrectnessReport,
+    Flag,
+    OutputDiff,
+    PerformanceReport,
+    PolicyReport,
+    Speedup,
+    TimingStats,
+    TrialReport,
+)
+from agent.referee.policy import TolerancePolicy, forbidden
+from sandbox.workers.op_policy import unseen_by
+
+NOISE_FLOOR = 0.02  # run-to-run variation between processes that no in-run spread shows
+IMPLAUSIBLE_SPEEDUP = 10.0
+FLOOR_SLACK = 0.8
+
+
+def _outputs(candidate: dict[str, Any], judged: dict[str, Any]) -> list[OutputDiff]:
+    expected = judged.get("leaves", [])
+    actual = candidate.get("leaves", [])
+    diffs = []
+    for index, record in enumerate(judged.get("diffs", [])):
+        diff = output_diff(f"output {index}", record)
+        if len(expected) == len(actual) == len(judged["diffs"]):
+            want, got = expected[index], actual[index]
+            diff.type_actual = got.get("type")
+            diff.device_expected, diff.device_actual = want.get("device"), got.get("device")
+            if want.get("exact_tensor") and not got.get("exact_tensor"):
+                diff.problems = [
+                    f"a {got.get('type')} where a plain torch.Tensor is expected (no subclasses)"
+                ]
+                diff.passed = False
+            elif want.get("device") and got.get("device") and want["device"] != got["device"]:
+                diff.problems.append(f"on device {got['device']} where {want['device']} is expected")
+                diff.passed = False
+        diffs.append(diff)
+    return diffs
+
+
+def trial_report(candidate: dict[str, Any], judged: dict[str, Any], *, kind: str = "trial") -> TrialReport:
+    problems: list[str] = []
+    if candidate.get("mutated_inputs") and not judged.get("reference_mutates_inputs"):
+        which = ", ".join(str(i) for i in candidate["mutated_inputs"])
+        problems.append(
+            f"the forward changed input(s) {which} in place; the reference leaves its inputs alone"
+        )
+    if candidate.get("aliases") and not judged.get("reference_aliases_inputs"):
+        pairs = ", ".join(f"output {o} shares memory with input {i}" for o, i in candidate["aliases"])
+        problems.append(f"{pairs}; return new tensors")
+    for leaf in candidate.get("changed_after_return", []):
+        problems.append(
+            f"output {leaf} changed after forward returned: work was still running on another stream; "
+            "launch on the current stream (c10::cuda::getCurrentCUDAStream) or make it wait for yours"
+        )
+    outputs = _outputs(candidate, judged)
+    passed = not problems and bool(outputs) and all(d.passed for d in outputs)
+    return TrialReport(
+        index=candidate.get("index", 0), kind=kind, passed=passed, problems=problems, outputs=outputs
+    )  # type: ignore[arg-type]
+
+
+def correctness_report(
+    cand: dict[str, Any], judge: dict[str, Any], tolerance: TolerancePolicy, trials_requested: int
+) -> CorrectnessReport:
+    judged_trials = {t["index"]: t for t in judge.get("trials", [])}
+    trials = [
+        trial_report(t, judged_trials[t["index"]])
+        for t in cand.get("trials", [])
+        if t["index"] in judged_trials
+    ]
+    judged_rechecks = {r["index"]: r for r in judge.get("rechecks", [])}
+    rechecks = []
+    for recheck in cand.get("rechecks", []):
+        judged = judged_rechecks.get(recheck["index"])
+        if judged is not None:
+            report = trial_report(recheck, judged, kind="timed_call")
+            if not report.passed:
+                report.problems.append(
+                    "a timed call's output does not match the reference for that call's inputs: "
+                    "results must not be cached or reused across calls"
+                )
+            rechecks.append(report)
+    passed = len(trials) == trials_requested and all(t.passed for t in [*trials, *rechecks])
+    return CorrectnessReport(
+        passed=passed,
+        trials_requested=trials_requested,
+        trials_run=len(trials),
+        tolerance=tolerance,
+        trials=trials,
+        rechecks=rechecks,
+    )
+
+
+def tampered_inputs(cand: dict[str, Any], judge: dict[str, Any]) -> list[int]:
+    """Trials whose inputs, as generated in the candidate process, differ from the judge's."""
+    judged = {t["index"]: t.get("input_checksums") for t in judge.get("trials", [])}
+    return [t["index"] for t in cand.get("trials", []) if judged.get(t["index"]) != t.get("input_checksums")]
+
+
+def policy_report(
+    policy: str, cand: dict[str, Any], *, forged_notes: list[str] | None = None
+) -> PolicyReport:
+    ops = dict(cand.get("ops") or {})
+    nested: dict[str, int] = dict(cand.get("profiler_ops") or {})
+    for name, count in (cand.get("profile_ops") or {}).items():
+        nested[name] = nested.get(name, 0) + count
+    bad = forbidden(policy, {**ops, **unseen_by(ops, nested)})
+    report = PolicyReport(policy=policy, ops=ops, nested_ops=nested, forbidden=bad)
+    if bad:
+        listed = ", ".join(f"{name} x{count}" for name, count in list(bad.items())[:8])
+        report.violations.append(
+            f"the {policy} policy forbids torch compute in the forward and the extension; called: {listed}. "
+            "Write these as your own CUDA kernels (allocation and views are fine)"
+        )
+    changed = cand.get("flags_changed") or {}
+    if changed:
+        listed = ", ".join(f"{name} {before} -> {after}" for name, (before, after) in changed.items())
+        report.violations.append(f"the candidate changed global torch settings: {listed}; leave them alone")
+    threads = cand.get("threads") or {}
+    if threads.get("python_new"):
+        text = f"the candidate started Python threads ({', '.join(threads['python_new'][:5])})"
+        (report.violations if policy == "strict" else report.notes).append(text)
+    if policy != "strict" and ops:
+        report.notes.append(f"{sum(ops.values())} torch operator calls in the forward (allowed by {policy})")
+    for note in forged_notes or []:
+        report.violations.append(note)
+    return report
+
+
+def speedup(baseline_name: str, baseline: TimingStats, candidate: TimingStats) -> Speedup:
+    value = baseline.median_ms / candidate.median_ms if candidate.median_ms > 0 else math.inf
+    noise = max(NOISE_FLOOR, math.hypot(baseline.relative_spread, candidate.relative_spread))
+    low, high = value * (1 - noise), value * (1 + noise)
+    within = low <= 1.0 <= high
+    outcome = "within_noise" if within else ("faster" if value > 1 else "slower")
+    return Speedup(
+        baseline=baseline_name,  # type: ignore[arg-type]
+        value=value,
+        noise=noise,
+        low=low,
+        high=high,
+        within_noise=within,
+        outcome=outcome,  # type: ignore[arg-type]
+    )
+
+
+def performance_report(
+    cand: dict[str, Any],
+    *,
+    eager: TimingStats | None,
+    compiled: TimingStats | None,
+    compile_mode: str | None,
+    baseline_errors: dict[str, str],
+    own_kernels: set[str],
+    bytes_moved: int | None,
+    bandwidth_gbps: float | None,
+    bandwidth_source: str | None,
+    policy: str,
+) -> PerformanceReport | None:
+    if not cand.get("timing"):
+        return None
+    candidate = TimingStats.model_validate(cand["timing"])
+    report = PerformanceReport(
+        candidate=candidate,
+        eager=eager,
+        compile=compiled,
+        compile_mode=compile_mode,
+        baseline_errors=baseline_errors,
+        speedup_vs_eager=speedup("eager", eager, candidate) if eager else None,
+        speedup_vs_compile=speedup("compile", compiled, candidate) if compiled else None,
+        profile_error=cand.get("profile_error"),
+        bytes_moved=bytes_moved,
+        bandwidth_gbps=bandwidth_gbps,
+        bandwidth_source=bandwidth_source,  # type: ignore[arg-type]
+    )
+    if cand.get("kernels") is not None:
+        report.kernels, report.own_kernel_share = kernel_breakdown(
+            cand["kernels"], int(cand.get("profiled_calls") or 1), own_kernels
+        )
+    if bytes_moved and bandwidth_gbps and bandwidth_gbps > 0 and not math.isnan(bandwidth_gbps):
+        report.memory_floor_ms = bytes_moved / (bandwidth_gbps * 1e9) * 1e3
+    report.flags = performance_flags(report, policy)
+    return report
+
+
+def performance_flags(report: PerformanceReport, policy: str) -> list[Flag]:
+    flags = []
+    vs_eager = report.speedup_vs_eager
+    if vs_eager and vs_eager.value > IMPLAUSIBLE_SPEEDUP:
+        flags.append(
+            Flag(
+                code="implausible_speedup",
+                message=f"{vs_eager.value:.1f}x faster than eager: check for skipped work",
+            )
+        )
+    floor = report.memory_floor_ms
+    if floor and report.candidate.median_ms < FLOOR_SLACK * floor:
+        flags.append(
+            Flag(
+                code="below_memory_floor",
+                message=f"{report.candidate.median_ms:.4g} ms is below the {floor:.4g} ms it takes to read the "
+                f"inputs and write the outputs at {report.bandwidth_gbps:.0f} GB/s",
+            )
+        )
+    if report.profile_error is None and report.candidate.method.startswith("cuda"):
+        if not report.kernels:
+            flags.append(Flag(code="no_kernels_ran", message="no GPU kernel ran during the profiled calls"))
+        elif not any(k.own for k in report.kernels):
+            names = ", ".join(k.name[:60] for k in report.kernels[:3])
+            flags.append(
+                Flag(
+                    code="own_kernels_never_ran", message=f"none of the solution's kernels ran (ran: {names})"
+                )
+            )
+        torch_share = sum(k.share for k in report.kernels if k.origin in ("torch", "triton"))
+        if policy == "strict" and torch_share > 0:
+            flags.append(
+                Flag(
+                    code="torch_kernels",
+                    message=f"{100 * torch_share:.1f}% of device time in torch's own kernels",
+                )
+            )
+    return flags
+
+
+def first_problem(report: CorrectnessReport) -> str:
+    failed = report.first_failure()
+    if failed is None:
+        return f"only {report.trials_run} of {report.trials_requested} trials ran"
+    where = f"trial {failed.index}" if failed.kind == "trial" else f"timed call {failed.index}"
+    if failed.problems:
+        return f"{where}: {failed.problems[0]}"
+    bad = next((d for d in failed.outputs if not d.passed), None)
+    return f"{where}: {render_diff(bad)}" if bad else f"{where}: no outputs"
+
+
+def correct_reason(correctness: CorrectnessReport, perf: PerformanceReport | None) -> str:
+    text = f"correct on {correctness.trials_run}/{correctness.trials_requested} trials"
+    if perf is None:
+        return text
+    for label, sp in (("eager", perf.speedup_vs_eager), ("torch.compile", perf.speedup_vs_compile)):
+        if sp is not None:
+            text += f"; {sp.value:.2f}x vs {label} ({sp.outcome.replace('_', ' ')})"
+    return text

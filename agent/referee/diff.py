@@ -1,0 +1,100 @@
+"""OutputDiff from tensors, and its text (pure torch: runs on CPU tensors in tests).
+
+The numbers come from sandbox/workers/compare.py, the module the judge worker runs, so what is
+tested here is what judges.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.referee.models import OutputDiff
+from agent.referee.policy import TolerancePolicy, tolerance_policy
+from sandbox.workers.compare import compare_tensors, compare_values
+
+
+def output_diff(name: str, record: dict[str, Any]) -> OutputDiff:
+    """An OutputDiff from a compare.py record (as the judge worker returns it)."""
+    fields = {k: v for k, v in record.items() if k in OutputDiff.model_fields}
+    return OutputDiff(output=name, **fields)
+
+
+def diff_outputs(
+    expected: Any, actual: Any, tolerance: str | TolerancePolicy = "default"
+) -> list[OutputDiff]:
+    """Compare flat sequences of output leaves (tensors or Python scalars), one diff per leaf."""
+    import torch
+
+    policy = tolerance_policy(tolerance)
+    expected_leaves = list(expected) if isinstance(expected, list | tuple) else [expected]
+    actual_leaves = list(actual) if isinstance(actual, list | tuple) else [actual]
+    if len(expected_leaves) != len(actual_leaves):
+        return [
+            OutputDiff(
+                output="outputs",
+                passed=False,
+                problems=[f"{len(actual_leaves)} outputs where {len(expected_leaves)} are expected"],
+            )
+        ]
+    diffs = []
+    for index, (want, got) in enumerate(zip(expected_leaves, actual_leaves, strict=True)):
+        name = f"output {index}"
+        if isinstance(want, torch.Tensor):
+            if type(got) is not torch.Tensor:
+                diffs.append(
+                    OutputDiff(
+                        output=name,
+                        passed=False,
+                        type_actual=type(got).__name__,
+                        problems=[f"a {type(got).__name__} where a plain torch.Tensor is expected"],
+                    )
+                )
+                continue
+            tol = policy.for_dtype(str(want.dtype).removeprefix("torch."))
+            record = compare_tensors(want, got, atol=tol.atol, rtol=tol.rtol, norm_rtol=tol.norm_rtol)
+        else:
+            tol = policy.for_dtype("float32")
+            record = compare_values(want, got, atol=tol.atol, rtol=tol.rtol)
+        diffs.append(output_diff(name, record))
+    return diffs
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def render_diff(diff: OutputDiff) -> str:
+    """One paragraph: what failed, where and by how much."""
+    if diff.passed:
+        text = f"{diff.output}: ok"
+        if diff.max_abs_err is not None:
+            text += f" (max abs err {_num(diff.max_abs_err)}, norm-wise {_num(diff.norm_rel_err)})"
+        return text
+    parts = [f"{diff.output}: " + "; ".join(diff.problems)]
+    if diff.worst_index is not None:
+        parts.append(
+            f"worst at {diff.worst_index}: expected {diff.worst_expected:.6g}, got {diff.worst_actual:.6g}"
+        )
+    if diff.max_abs_err is not None:
+        parts.append(
+            f"max abs err {_num(diff.max_abs_err)}, max rel err {_num(diff.max_rel_err)}, "
+            f"norm-wise rel err {_num(diff.norm_rel_err)} (limits atol={diff.atol:g} rtol={diff.rtol:g} "
+            f"norm={diff.norm_rtol:g})"
+        )
+    nonfinite = _nonfinite_text(diff)
+    if nonfinite:
+        parts.append(nonfinite)
+    return "; ".join(parts)
+
+
+def _nonfinite_text(diff: OutputDiff) -> str:
+    if not diff.nonfinite_mismatches:
+        return ""
+    text = (
+        f"{diff.nonfinite_mismatches} non-finite values where the reference differs "
+        f"(NaN: {diff.actual_nan} got, {diff.expected_nan} expected; "
+        f"Inf: {diff.actual_inf} got, {diff.expected_inf} expected)"
+    )
+    if diff.actual_nan and not diff.expected_nan:
+        text += "; NaN where a value is expected usually means output elements were never written"
+    return text

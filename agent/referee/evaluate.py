@@ -1,0 +1,327 @@
+"""`evaluate(task, solution)`: compile, verify, profile. The one entry point the agent's tools, the
+batch runner and `agent eval` call.
+
+Stages and processes: compile (Sandbox) -> candidate worker (Sandbox; a fresh process; imports
+the candidate) -> judge (host process; never imports the candidate; started early and given
+its spec only after the candidate exited). Seeds come fresh from `secrets` on every call.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from agent.compile import CompileResult, compile_solution
+from agent.referee import assemble
+from agent.referee.baselines import BaselineCache, Baselines
+from agent.referee.kernels import own_kernel_names, solution_sources
+from agent.referee.models import (
+    DeviceInfo,
+    EvalResult,
+    FailureReport,
+    SolutionRef,
+    StageTimes,
+    TaskRef,
+    Verdict,
+)
+from agent.referee.policy import PolicyName, TolerancePolicy, check_policy_name, tolerance_policy
+from agent.referee.processes import (
+    CandidateRun,
+    JudgeProcess,
+    Seeds,
+    candidate_failure,
+    open_exchange,
+    run_candidate,
+    stderr_tail,
+)
+from agent.tasks import Task, load_task
+from agent.workspace import EXTENSION_NAME, MODEL_ENTRY, Solution, Workspace, open_solution
+from sandbox.base import Sandbox, open_sandbox
+from sandbox.workers.timing import TIMING_VERSION, TimingConfig
+
+RECHECKS = 2  # timed calls whose outputs the judge rechecks
+PROFILE_CALLS = 5
+
+
+@functools.cache
+def host_gpu() -> DeviceInfo | None:
+    """The GPU the judge will use, as the host sees it (CUDA_VISIBLE_DEVICES applies)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    return DeviceInfo(name=props.name, torch=torch.__version__, capability=f"{props.major}.{props.minor}")
+
+
+def evaluate(
+    task: Task | Path | str,
+    solution: Solution | Path | str,
+    *,
+    sandbox: Sandbox | str = "local",
+    policy: PolicyName | str = "strict",
+    tolerance: str | TolerancePolicy = "default",
+    trials: int = 5,
+    profile: bool = True,
+    compile_mode: str | None = "default",
+    arch: str | None = None,
+    refresh_baselines: bool = False,
+    compile_timeout: float = 600.0,
+    run_timeout: float = 300.0,
+    judge_timeout: float = 900.0,
+    bandwidth_gbps: float | None = None,
+    device: str = "cuda",
+    baseline_cache: BaselineCache | None = None,
+    timing: TimingConfig | None = None,
+) -> EvalResult:
+    """Judge `solution` against `task`. `device="cpu"` exists for tests of the machinery only."""
+    started = time.monotonic()
+    check_policy_name(policy)
+    tolerance_policy(tolerance)
+    task = task if isinstance(task, Task) else load_task(Path(task))
+    target = open_solution(Path(solution)) if isinstance(solution, str | Path) else solution
+    box = open_sandbox(sandbox, workspace=target.root) if isinstance(sandbox, str) else sandbox
+    try:
+        compiled = compile_solution(target, box, arch=arch, timeout=compile_timeout)
+        return judge_compiled(
+            task,
+            target,
+            compiled,
+            sandbox=box,
+            policy=policy,
+            tolerance=tolerance,
+            trials=trials,
+            profile=profile,
+            compile_mode=compile_mode,
+            refresh_baselines=refresh_baselines,
+            run_timeout=run_timeout,
+            judge_timeout=judge_timeout,
+            bandwidth_gbps=bandwidth_gbps,
+            device=device,
+            baseline_cache=baseline_cache,
+            timing=timing,
+            started=started,
+        )
+    finally:
+        if isinstance(sandbox, str):
+            box.close()
+
+
+def judge_compiled(
+    task: Task,
+    solution: Solution,
+    compiled: CompileResult,
+    *,
+    sandbox: Sandbox,
+    policy: PolicyName | str = "strict",
+    tolerance: str | TolerancePolicy = "default",
+    trials: int = 5,
+    profile: bool = True,
+    compile_mode: str | None = "default",
+    refresh_baselines: bool = False,
+    run_timeout: float = 300.0,
+    judge_timeout: float = 900.0,
+    bandwidth_gbps: float | None = None,
+    device: str = "cuda",
+    baseline_cache: BaselineCache | None = None,
+    timing: TimingConfig | None = None,
+    started: float | None = None,
+) -> EvalResult:
+    """Verify and profile a solution that `compile_solution` built (the part after compile)."""
+    started = started if started is not None else time.monotonic()
+    policy = check_policy_name(policy)
+    tolerances = tolerance_policy(tolerance)
+    if trials < 1:
+        raise ValueError("trials must be at least 1")
+    compile_mode = None if compile_mode in (None, "", "none") else compile_mode
+    timing = timing or TimingConfig()
+    result = EvalResult(
+        task=TaskRef(
+            name=task.name,
+            key=task.key,
+            sha256=task.sha256,
+            path=str(task.path),
+            level=task.level,
+            problem_id=task.problem_id,
+        ),
+        solution=SolutionRef(
+            kind=solution.kind, content_hash=compiled.content_hash, path=str(solution.entry)
+        ),
+        policy=policy,
+        device_kind="cpu" if device == "cpu" else "cuda",
+        verdict="referee_error",
+        reason="",
+        compile=compiled,
+        stage_times=StageTimes(compile_s=compiled.duration_s),
+    )
+
+    def done(verdict: Verdict | str, reason: str) -> EvalResult:
+        result.verdict, result.reason = verdict, reason  # type: ignore[assignment]
+        result.stage_times.total_s = time.monotonic() - started
+        return result
+
+    if not compiled.ok:
+        return done("compile_error", compiled.feedback().splitlines()[0])
+    gpu = host_gpu() if device != "cpu" else DeviceInfo(name="cpu", torch=_torch_version())
+    if gpu is None:
+        return done(
+            "no_gpu",
+            "compiled; verify and profile need a CUDA GPU and none is visible here "
+            "(torch.cuda.is_available() is False)",
+        )
+    seeds = Seeds.fresh(trials)
+    exchange = open_exchange(solution, sandbox)
+    judge = JudgeProcess()
+    try:
+        spec = _task_spec(task, device, seeds) | {
+            "solution": _solution_spec(solution, compiled, sandbox),
+            "exchange_dir": exchange.box_dir,
+            "policy": policy,
+            "profile": profile,
+            "timing": timing.to_dict(),
+            "rechecks": RECHECKS,
+            "profile_calls": PROFILE_CALLS,
+        }
+        env = {"TORCH_CUDA_ARCH_LIST": compiled.arch}  # what load_inline built for, so it does not rebuild
+        if solution.kind == "single_file":
+            env["TORCH_EXTENSIONS_DIR"] = compiled.build_dir
+        run = run_candidate(sandbox, spec, exchange, timeout=run_timeout, env=env)
+        result.stage_times.candidate_s = run.result.duration_s
+        if run.record is None or not run.record.get("done"):
+            judge.abandon()
+            verdict, result.failure = candidate_failure(run, run_timeout)
+            return done(verdict, result.failure.message)
+        cand = run.record
+        result.device = gpu.model_copy(update={"python": (cand.get("device") or {}).get("python", "")})
+
+        baselines = Baselines.plan(
+            baseline_cache or BaselineCache(),
+            task_sha256=task.sha256,
+            input_spec=task.spec.model_dump_json() if task.spec else "",
+            gpu=gpu.name,
+            torch=gpu.torch,
+            compile_mode=compile_mode,
+            timing=json.dumps({**timing.to_dict(), "version": TIMING_VERSION}, sort_keys=True),
+            refresh=refresh_baselines,
+            configured_bandwidth=bandwidth_gbps,
+        )
+        judge_spec = _task_spec(task, device, seeds) | {
+            "exchange_dir": str(exchange.host_dir),
+            "trials": [{"index": t["index"], "file": t["file"]} for t in cand.get("trials", [])],
+            "rechecks": [
+                {"index": r["index"], "seed": r["seed"], "file": r["file"]} for r in cand.get("rechecks", [])
+            ],
+            "tolerances": tolerances.for_worker(),
+            "timing": timing.to_dict(),
+        }
+        if profile:
+            judge_spec |= baselines.request(measure_bandwidth=device != "cpu")
+        judged, judge_exec = judge.run(judge_spec, timeout=judge_timeout)
+        result.stage_times.judge_s = judge_exec.duration_s
+        if judged is None or not judged.get("ok"):
+            failure = (judged or {}).get("failure") or {}
+            why = failure.get("message") or judge_exec.describe_failure() or "it wrote no result"
+            result.failure = FailureReport(
+                stage="judge",
+                kind=failure.get("kind", "judge_failed"),
+                message=f"the referee's judge failed: {why}",
+                detail=failure.get("traceback") or stderr_tail(judge_exec.stderr),
+                returncode=judge_exec.returncode,
+            )
+            return done("referee_error", result.failure.message)
+        baselines.resolve(judged)
+        verdict, reason = _conclude(result, cand, judged, run, tolerances, trials, baselines, solution)
+        return done(verdict, reason)
+    finally:
+        judge.abandon()
+        exchange.cleanup()
+
+
+def _conclude(
+    result: EvalResult,
+    cand: dict[str, Any],
+    judged: dict[str, Any],
+    run: CandidateRun,
+    tolerances: TolerancePolicy,
+    trials: int,
+    baselines: Baselines,
+    solution: Solution,
+) -> tuple[str, str]:
+    if judged.get("state_checksum") != cand.get("state_checksum"):
+        return (
+            "referee_error",
+            "the task's Model is not rebuilt identically from a seed: its state differs between processes",
+        )
+    if not judged.get("inputs_reproducible", True):
+        return (
+            "referee_error",
+            "the task's get_inputs() is not reproducible from a seed (randomness torch does not seed)",
+        )
+    result.correctness = assemble.correctness_report(cand, judged, tolerances, trials)
+    result.policy_report = assemble.policy_report(result.policy, cand, forged_notes=run.notes)
+    tampered = assemble.tampered_inputs(cand, judged)
+    if tampered:
+        result.policy_report.violations.insert(
+            0,
+            f"the inputs generated in the candidate process differ from the seeded inputs (trials {tampered}): "
+            "something in the candidate changed how inputs are made",
+        )
+    first = (judged.get("trials") or [{}])[0]
+    moved = (first.get("input_bytes") or 0) + (first.get("output_bytes") or 0)
+    result.performance = assemble.performance_report(
+        cand,
+        eager=baselines.stats.get("eager"),
+        compiled=baselines.stats.get("compile"),
+        compile_mode=baselines.compile_mode,
+        baseline_errors=baselines.errors,
+        own_kernels=own_kernel_names(solution_sources(solution)),
+        bytes_moved=moved or None,
+        bandwidth_gbps=baselines.bandwidth,
+        bandwidth_source=baselines.bandwidth_source,
+        policy=result.policy,
+    )
+    if not result.correctness.passed:
+        return "incorrect", assemble.first_problem(result.correctness)
+    if result.policy_report.violations:
+        return "policy_violation", result.policy_report.violations[0]
+    return "correct", assemble.correct_reason(result.correctness, result.performance)
+
+
+def _task_spec(task: Task, device: str, seeds: Seeds) -> dict[str, Any]:
+    return {
+        "device": device,
+        "task_source": task.source,
+        "task_filename": str(task.path),
+        "init_seed": seeds.init,
+        "state_seed": seeds.state,
+        "trial_seeds": seeds.trials,
+    }
+
+
+def _solution_spec(solution: Solution, compiled: CompileResult, sandbox: Sandbox) -> dict[str, Any]:
+    entry = f"{sandbox.workspace_path}/{solution.entry.relative_to(solution.root).as_posix()}"
+    if isinstance(solution, Workspace):
+        return {
+            "kind": "workspace",
+            "extension": EXTENSION_NAME,
+            "module_path": compiled.module_path,
+            "entry": entry,
+            "module_name": Path(MODEL_ENTRY).stem,
+        }
+    return {
+        "kind": "single_file",
+        "build_dir": compiled.build_dir,
+        "entry": entry,
+        "module_name": "kernel_agent_solution",
+    }
+
+
+def _torch_version() -> str:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "unknown"

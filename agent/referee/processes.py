@@ -1,0 +1,248 @@
+"""The referee's processes: the untrusted candidate worker (through the Sandbox), the trusted
+judge (a host process in its own process group), the files they exchange, and reading back an
+authenticated completion record.
+
+Forgery: the candidate worker receives a fresh random key on stdin, before any candidate code
+exists in its process, and signs its record (HMAC-SHA256) in a file. The host never parses the
+candidate's stdout, never takes exit status 0 for a pass, and rejects a record whose signature,
+run id or completion flag is wrong. Residual risk: candidate code shares the worker's address
+space, so code written to find the key in memory could sign a forged record; what it cannot
+forge is correctness, which the judge decides from the outputs in a process of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.paths import cache_dir
+from agent.referee.models import FailureReport
+from agent.workspace import Solution
+from sandbox.base import WORKERS_DIR, ExecResult, Sandbox
+from sandbox.workers.protocol import RESULT_MARKER, parse
+
+EXCHANGE_DIR = ".referee"
+STALE_AFTER_S = 24 * 3600
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """Chosen fresh for every evaluation from the OS's secure source; never reused."""
+
+    init: int
+    state: int
+    trials: list[int]
+
+    @classmethod
+    def fresh(cls, trials: int) -> Seeds:
+        return cls(secrets.randbits(62), secrets.randbits(62), [secrets.randbits(62) for _ in range(trials)])
+
+
+@dataclass
+class Exchange:
+    """A private folder both the sandbox and the host can see: the candidate's output files."""
+
+    host_dir: Path
+    box_dir: str
+    run_id: str
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.host_dir, ignore_errors=True)
+        with contextlib.suppress(OSError):  # only when no other evaluation uses it
+            self.host_dir.parent.rmdir()
+
+
+def open_exchange(solution: Solution, sandbox: Sandbox) -> Exchange:
+    base = solution.root / EXCHANGE_DIR
+    base.mkdir(exist_ok=True)
+    now = time.time()
+    for old in base.iterdir():  # left behind by a harness that was killed mid-evaluation
+        with contextlib.suppress(OSError):
+            if now - old.stat().st_mtime > STALE_AFTER_S:
+                shutil.rmtree(old, ignore_errors=True)
+    run_id = secrets.token_hex(8)
+    host_dir = base / run_id
+    host_dir.mkdir()
+    # A container's user may not be ours: there the folder must be writable to it.
+    host_dir.chmod(0o700 if sandbox.kind == "local" else 0o777)
+    return Exchange(
+        host_dir=host_dir, box_dir=f"{sandbox.workspace_path}/{EXCHANGE_DIR}/{run_id}", run_id=run_id
+    )
+
+
+@dataclass
+class CandidateRun:
+    result: ExecResult
+    record: dict[str, Any] | None
+    problem: str = ""  # why there is no usable record
+    forged: bool = False
+    last_stage: str = "start"
+    notes: list[str] = field(default_factory=list)
+
+
+def run_candidate(
+    sandbox: Sandbox, spec: dict[str, Any], exchange: Exchange, *, timeout: float, env: dict[str, str]
+) -> CandidateRun:
+    key = secrets.token_bytes(32)
+    stdin = json.dumps({**spec, "key": key.hex(), "run_id": exchange.run_id}).encode()
+    result = sandbox.exec(
+        [sandbox.python, "-I", sandbox.worker("candidate.py")], timeout=timeout, env=env, stdin=stdin
+    )
+    run = CandidateRun(result=result, record=None, last_stage=_last_stage(exchange.host_dir / "progress.txt"))
+    printed = sum(text.count(RESULT_MARKER) for text in (result.stdout, result.stderr))
+    if printed:
+        run.forged = True
+        run.notes.append(f"the candidate printed {printed} line(s) imitating a worker result record")
+    record, problem, forged = read_record(exchange.host_dir / "result.json", key, exchange.run_id)
+    run.forged = run.forged or forged
+    if record is not None and not result.timed_out and result.returncode == 0:
+        run.record = record
+    else:
+        run.problem = problem or (
+            "the worker wrote its record but then " + result.describe_failure() if record is not None else ""
+        )
+    return run
+
+
+def read_record(path: Path, key: bytes, run_id: str) -> tuple[dict[str, Any] | None, str, bool]:
+    """(body, problem, forged): the body only when the signature and the run id check out."""
+    try:
+        wrapper = json.loads(path.read_text())
+        payload, mac = wrapper["body"], wrapper["mac"]
+        if not isinstance(payload, str) or not isinstance(mac, str):
+            raise TypeError("body and mac must be strings")
+    except FileNotFoundError:
+        return None, "it left no completion record", False
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, "its completion record is malformed (not written by the worker)", True
+    expected = hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(mac, expected):
+        return None, "its completion record failed authentication (forged)", True
+    body = json.loads(payload)
+    if body.get("run_id") != run_id:
+        return None, "its completion record belongs to another run (replayed)", True
+    return body, "", False
+
+
+def _last_stage(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "start"
+    return lines[-1][:200] if lines else "start"
+
+
+class JudgeProcess:
+    """The trusted judge, started early so that `import torch` overlaps the candidate's run; it
+    waits for its spec on stdin and touches no GPU before it gets it."""
+
+    def __init__(self, env_overrides: dict[str, str] | None = None) -> None:
+        env = dict(os.environ)
+        inductor = cache_dir() / "referee" / "inductor"
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor))
+        env.setdefault("TRITON_CACHE_DIR", str(inductor / "triton"))
+        env.update(env_overrides or {})
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", str(WORKERS_DIR / "judge.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=env,
+        )
+
+    def run(self, spec: dict[str, Any], *, timeout: float) -> tuple[dict[str, Any] | None, ExecResult]:
+        start = time.monotonic()
+        timed_out = False
+        try:
+            out, err = self.proc.communicate((json.dumps(spec) + "\n").encode(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            self._kill()
+            out, err = self.proc.communicate()
+        self._kill()
+        result = ExecResult(
+            returncode=self.proc.returncode,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            duration_s=time.monotonic() - start,
+            timed_out=timed_out,
+        )
+        return parse(result.stdout), result
+
+    def abandon(self) -> None:
+        self._kill()
+        with contextlib.suppress(Exception):
+            self.proc.communicate(timeout=10)
+
+    def _kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def stderr_tail(text: str, lines: int = 25) -> str:
+    """The end of a worker's stderr, without the profiler's and torch's routine chatter."""
+    noise = ("USDT:", "STAGE:", "WARNING:2", "ERROR:2", "[W", "warnings.warn")
+    kept = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith(noise)]
+    return "\n".join(kept[-lines:])
+
+
+def candidate_failure(run: CandidateRun, timeout: float) -> tuple[str, FailureReport]:
+    """(verdict, failure) for a candidate worker that left no complete record."""
+    r, stage = run.result, run.last_stage
+    detail = stderr_tail(r.stderr)
+    if run.record is not None and run.record.get("failure"):
+        failure = run.record["failure"]
+        kind = failure.get("kind", "exception")
+        where = failure.get("stage", stage)
+        verdict = {"input_tampering": "policy_violation", "no_gpu": "no_gpu"}.get(kind, "runtime_error")
+        report = FailureReport(
+            stage=where,
+            kind=kind,
+            message=f"{where}: {failure.get('message', '')}",
+            detail=failure.get("traceback") or detail,
+            returncode=r.returncode,
+        )
+        return verdict, report
+    if run.forged:
+        notes = "; ".join([*run.notes, run.problem] if run.problem else run.notes)
+        message = f"forged completion record: {notes}"
+        return "policy_violation", FailureReport(
+            stage=stage, kind="forged_record", message=message, detail=detail
+        )
+    if r.timed_out:
+        message = f"the candidate ran past {timeout:.0f}s during {stage} and was killed (an endless loop or a hung kernel?)"
+        return "timeout", FailureReport(stage=stage, kind="timeout", message=message, detail=detail)
+    if r.signal is not None:
+        message = f"the candidate process was {r.describe_failure()} during {stage}"
+        return "runtime_error", FailureReport(
+            stage=stage, kind="signal", message=message, detail=detail, returncode=r.returncode
+        )
+    if r.returncode == 0:
+        message = (
+            f"the candidate process exited (status 0) during {stage} without a completion record: "
+            "candidate code ended the process (exit or os._exit)"
+        )
+        return "runtime_error", FailureReport(
+            stage=stage, kind="early_exit", message=message, detail=detail, returncode=0
+        )
+    last = detail.splitlines()[-1] if detail else ""
+    message = f"the candidate process {r.describe_failure() or run.problem} during {stage}" + (
+        f": {last}" if last else ""
+    )
+    return "runtime_error", FailureReport(
+        stage=stage, kind="exit", message=message, detail=detail, returncode=r.returncode
+    )

@@ -1,0 +1,207 @@
+"""The trusted judge worker: reference outputs, comparison, baselines (torch + stdlib only).
+
+usage: python -I judge.py      (one line of spec JSON on stdin; the result on stdout)
+
+It never imports candidate code. The host starts it early so `import torch` overlaps the
+candidate's run, and sends the spec only after the candidate worker has exited: until then
+the judge does nothing on the GPU, and no expected output exists anywhere. It rebuilds the
+reference and every input from the seeds itself, and reads the candidate's outputs with
+`torch.load(weights_only=True)`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch
+from compare import compare_tensors, compare_values, tolerance_for
+from protocol import emit, stdout_to_stderr
+from referee_common import (
+    aliased_inputs,
+    build_reference,
+    checksum,
+    classify_error,
+    clone_tree,
+    describe_error,
+    describe_leaf,
+    flatten_outputs,
+    load_task_module,
+    nbytes,
+    same_bits,
+    seeded_call,
+    state_checksum,
+    tensors_in,
+)
+from timing import TimingConfig, measure_copy_bandwidth, time_calls
+
+
+def main() -> None:
+    line = sys.stdin.readline()
+    if not line.strip():
+        return  # the host dropped the evaluation before sending a spec
+    spec = json.loads(line)
+    result: dict = {"ok": False, "failure": None}
+    with stdout_to_stderr():
+        try:
+            judge(spec, result)
+            result["ok"] = True
+        except BaseException as exc:
+            message, tb = describe_error(exc)
+            result["failure"] = {
+                "stage": "judge",
+                "kind": classify_error(exc),
+                "message": message,
+                "traceback": tb,
+            }
+    emit(result)
+
+
+def judge(spec: dict, result: dict) -> None:
+    device = spec["device"]
+    result["device"] = _device_info(device)
+    namespace = load_task_module(spec["task_source"], spec["task_filename"])
+    get_inputs = namespace["get_inputs"]
+    init_args = seeded_call(namespace["get_init_inputs"], spec["init_seed"], device)
+    model = build_reference(namespace, init_args, spec["state_seed"], device)
+    result["state_checksum"] = state_checksum(model.state_dict())
+    tolerances = spec["tolerances"]
+
+    result["trials"] = []
+    for trial in spec["trials"]:
+        seed = spec["trial_seeds"][trial["index"]]
+        inputs = seeded_call(get_inputs, seed, device)
+        report = {"index": trial["index"], "input_checksums": [checksum(t) for t in tensors_in(inputs)]}
+        if trial["index"] == 0:
+            again = seeded_call(get_inputs, seed, device)
+            result["inputs_reproducible"] = report["input_checksums"] == [
+                checksum(t) for t in tensors_in(again)
+            ]
+            del again
+        report.update(_reference_and_diffs(model, inputs, spec, trial["file"], tolerances))
+        result["trials"].append(report)
+        del inputs
+
+    result["rechecks"] = []
+    for recheck in spec.get("rechecks", []):
+        inputs = seeded_call(get_inputs, recheck["seed"], device)
+        report = {"index": recheck["index"], "seed": recheck["seed"]}
+        report.update(_reference_and_diffs(model, inputs, spec, recheck["file"], tolerances))
+        result["rechecks"].append(report)
+        del inputs
+
+    checked = [d for report in result["trials"] + result["rechecks"] for d in report.get("diffs", [])]
+    if all(d.get("passed") for d in checked):  # no baseline is worth timing for a wrong answer
+        result["baselines"] = _baselines(model, get_inputs, spec)
+    else:
+        result["baselines"] = {}
+    result["bandwidth_gbps"] = measure_copy_bandwidth(device) if spec.get("measure_bandwidth") else None
+
+
+def _reference_and_diffs(
+    model: torch.nn.Module, inputs: list, spec: dict, file: str, tolerances: dict
+) -> dict:
+    device = spec["device"]
+    pristine = clone_tree(inputs)
+    with torch.no_grad():
+        expected = model(*inputs)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    input_tensors, pristine_tensors = tensors_in(inputs), tensors_in(pristine)
+    structure, leaves = flatten_outputs(expected)
+    report = {
+        "structure": structure,
+        "leaves": [describe_leaf(leaf) for leaf in leaves],
+        "reference_mutates_inputs": any(
+            not same_bits(a, b) for a, b in zip(input_tensors, pristine_tensors, strict=False)
+        ),
+        "reference_aliases_inputs": any(
+            aliased_inputs(leaf, input_tensors) for leaf in leaves if type(leaf) is torch.Tensor
+        ),
+        "input_bytes": nbytes(pristine),
+        "output_bytes": nbytes(leaves),
+    }
+    try:
+        candidate = torch.load(
+            os.path.join(spec["exchange_dir"], file), map_location="cpu", weights_only=True, mmap=True
+        )
+    except Exception as exc:  # the file is the candidate process's to write: its fault, not ours
+        report["diffs"] = [
+            {"passed": False, "problems": [f"the candidate's output file is unreadable: {exc}"]}
+        ]
+        return report
+    if not isinstance(candidate, dict) or not isinstance(candidate.get("items"), list):
+        report["diffs"] = [{"passed": False, "problems": ["the candidate's output file is malformed"]}]
+        return report
+    if candidate.get("structure") != structure or len(candidate["items"]) != len(leaves):
+        problem = f"the output is {candidate.get('structure')} where {structure} is expected"
+        report["diffs"] = [{"passed": False, "problems": [problem]}]
+        return report
+    diffs = []
+    for want, got in zip(leaves, candidate["items"], strict=True):
+        if type(want) is torch.Tensor:
+            if type(got) is not torch.Tensor:
+                diffs.append({"passed": False, "problems": ["not a plain torch.Tensor"]})
+                continue
+            atol, rtol, norm_rtol = tolerance_for(want.dtype, tolerances)
+            diffs.append(
+                compare_tensors(want, got.to(want.device), atol=atol, rtol=rtol, norm_rtol=norm_rtol)
+            )
+        else:
+            atol, rtol, _ = tolerance_for(torch.float32, tolerances)
+            diffs.append(compare_values(want, got, atol=atol, rtol=rtol))
+    report["diffs"] = diffs
+    return report
+
+
+def _baselines(model: torch.nn.Module, get_inputs: object, spec: dict) -> dict:
+    wanted = spec.get("baselines") or {}
+    device = spec["device"]
+    config = TimingConfig.from_dict(spec.get("timing"))
+
+    def make_inputs(_index: int) -> list:
+        return seeded_call(get_inputs, int.from_bytes(os.urandom(8), "little") >> 2, device)  # type: ignore[arg-type]
+
+    out: dict = {}
+    with torch.no_grad():
+        if wanted.get("eager"):
+            out["eager"] = _guarded(
+                lambda: time_calls(lambda x: model(*x), make_inputs, device=device, config=config)
+            )
+        mode = wanted.get("compile_mode")
+        if mode:
+
+            def compiled_timing() -> dict:
+                torch._dynamo.reset()
+                compiled = torch.compile(model, mode=mode, dynamic=False)
+                compiled(*make_inputs(0))  # compiles; the timing's own warm-up follows
+                return time_calls(lambda x: compiled(*x), make_inputs, device=device, config=config)
+
+            out["compile"] = _guarded(compiled_timing)
+    return out
+
+
+def _guarded(measure: object) -> dict:
+    try:
+        return measure()  # type: ignore[operator]
+    except Exception as exc:
+        if classify_error(exc) == "cuda_error":
+            raise
+        return {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+
+
+def _device_info(device: str) -> dict:
+    info = {"device": device, "torch": torch.__version__, "python": sys.version.split()[0]}
+    if device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(torch.device(device))
+        info.update(name=props.name, capability=f"{props.major}.{props.minor}")
+    else:
+        info.update(name="cpu", capability="")
+    return info
+
+
+if __name__ == "__main__":
+    main()

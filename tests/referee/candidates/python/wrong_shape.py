@@ -1,0 +1,8 @@
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(np.maximum(x.numpy(), 0)[:, :1].copy())

@@ -1,0 +1,78 @@
+"""Supervision plumbing: authenticated records, seeds, the judge process, stderr trimming."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from pathlib import Path
+
+from agent.referee.processes import JudgeProcess, Seeds, open_exchange, read_record, stderr_tail
+from agent.workspace import SingleFileSolution
+from sandbox.base import open_sandbox
+
+KEY = b"k" * 32
+
+
+def write_record(path: Path, body: dict, key: bytes = KEY, mac: str | None = None) -> None:
+    payload = json.dumps(body)
+    mac = mac if mac is not None else hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
+    path.write_text(json.dumps({"body": payload, "mac": mac}))
+
+
+def test_a_signed_record_of_this_run_is_accepted(tmp_path: Path) -> None:
+    write_record(tmp_path / "r.json", {"run_id": "abc", "done": True})
+    body, problem, forged = read_record(tmp_path / "r.json", KEY, "abc")
+    assert body == {"run_id": "abc", "done": True} and problem == "" and not forged
+
+
+def test_forged_replayed_malformed_and_missing_records_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    write_record(path, {"run_id": "abc", "done": True}, key=b"x" * 32)
+    assert read_record(path, KEY, "abc") == (
+        None,
+        "its completion record failed authentication (forged)",
+        True,
+    )
+    write_record(path, {"run_id": "old", "done": True})
+    assert read_record(path, KEY, "abc")[1:] == (
+        "its completion record belongs to another run (replayed)",
+        True,
+    )
+    path.write_text('{"done": true}')
+    assert read_record(path, KEY, "abc")[2] is True
+    path.unlink()
+    assert read_record(path, KEY, "abc") == (None, "it left no completion record", False)
+
+
+def test_seeds_are_fresh_every_time() -> None:
+    a, b = Seeds.fresh(5), Seeds.fresh(5)
+    assert len(set(a.trials)) == 5 and a.trials != b.trials and a.state != b.state
+
+
+def test_exchange_folder_is_private_and_cleaned(tmp_path: Path) -> None:
+    solution_file = tmp_path / "sol.py"
+    solution_file.write_text("ModelNew = None\n")
+    with open_sandbox("local", workspace=tmp_path) as box:
+        exchange = open_exchange(SingleFileSolution(solution_file), box)
+    assert exchange.host_dir.is_dir() and (exchange.host_dir.stat().st_mode & 0o777) == 0o700
+    assert exchange.box_dir.endswith(exchange.run_id)
+    exchange.cleanup()
+    assert not exchange.host_dir.exists() and not exchange.host_dir.parent.exists()
+
+
+def test_an_abandoned_judge_is_gone_and_a_fed_one_answers() -> None:
+    judge = JudgeProcess()
+    judge.abandon()
+    assert judge.proc.poll() is not None
+    start = time.monotonic()
+    judge = JudgeProcess()
+    result, _ = judge.run({"bogus": True}, timeout=120)
+    assert time.monotonic() - start < 120
+    assert result is not None and result["ok"] is False and "KeyError" in result["failure"]["message"]
+
+
+def test_stderr_tail_drops_profiler_chatter() -> None:
+    text = "USDT:2026 profiler_start\nTraceback (most recent call last):\nERROR:2026 gpuGetDeviceCount\nValueError: x\n"
+    assert stderr_tail(text) == "Traceback (most recent call last):\nValueError: x"

@@ -1,0 +1,212 @@
+"""Result models, speedups with noise, performance flags, kernel attribution, feedback text."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from agent.compile import CompileResult
+from agent.referee import assemble
+from agent.referee.kernels import kernel_base_name, kernel_breakdown, kernel_origin, own_kernel_names
+from agent.referee.models import (
+    EvalResult,
+    FailureReport,
+    OutputDiff,
+    PerformanceReport,
+    SolutionRef,
+    TaskRef,
+    TimingStats,
+    TrialReport,
+)
+from agent.referee.policy import TOLERANCES
+from agent.referee.report import verdict_table
+
+
+def stats(median: float, iqr: float = 0.0, method: str = "cuda_event+device_sync") -> TimingStats:
+    return TimingStats(
+        median_ms=median,
+        q1_ms=median - iqr / 2,
+        q3_ms=median + iqr / 2,
+        iqr_ms=iqr,
+        mean_ms=median,
+        std_ms=iqr,
+        cv=iqr / median,
+        min_ms=median - iqr,
+        max_ms=median + iqr,
+        n=100,
+        warmup=5,
+        method=method,
+        l2_flush=True,
+        host_median_ms=median,
+    )
+
+
+def result(**fields: object) -> EvalResult:
+    base = {
+        "task": TaskRef(name="19_ReLU", key="level1/19_ReLU@abc", sha256="abc", path="/t/19_ReLU.py"),
+        "solution": SolutionRef(kind="workspace", content_hash="def", path="/w/model_new.py"),
+        "policy": "strict",
+        "verdict": "correct",
+        "reason": "correct on 5/5 trials",
+        "compile": CompileResult(
+            ok=True,
+            status="built",
+            solution_kind="workspace",
+            content_hash="def",
+            arch="9.0",
+            arch_source="test",
+            build_dir="/b",
+            duration_s=1.0,
+        ),
+    }
+    return EvalResult(**(base | fields))  # type: ignore[arg-type]
+
+
+def test_speedup_inside_the_noise_is_reported_as_such() -> None:
+    noisy = assemble.speedup("eager", stats(1.0, iqr=0.2), stats(0.95, iqr=0.2))
+    assert noisy.within_noise and noisy.outcome == "within_noise" and noisy.low < 1 < noisy.high
+    faster = assemble.speedup("eager", stats(2.0, iqr=0.01), stats(1.0, iqr=0.01))
+    assert faster.value == pytest.approx(2.0) and faster.outcome == "faster" and not faster.within_noise
+    slower = assemble.speedup("compile", stats(1.0), stats(1.5))
+    assert slower.outcome == "slower"
+    tight = assemble.speedup("eager", stats(1.01), stats(1.0))
+    assert tight.noise == assemble.NOISE_FLOOR and tight.within_noise  # no spread: the floor still applies
+
+
+def perf(
+    candidate_ms: float,
+    *,
+    kernels: list[list] | None = None,
+    floor_bytes: int | None = None,
+    policy: str = "strict",
+) -> PerformanceReport:
+    cand = {
+        "timing": stats(candidate_ms).model_dump(),
+        "kernels": kernels,
+        "profiled_calls": 2,
+        "profile_error": None,
+    }
+    report = assemble.performance_report(
+        cand,
+        eager=stats(1.0),
+        compiled=None,
+        compile_mode="default",
+        baseline_errors={},
+        own_kernels={"relu_kernel"},
+        bytes_moved=floor_bytes,
+        bandwidth_gbps=4000.0 if floor_bytes else None,
+        bandwidth_source="measured" if floor_bytes else None,
+        policy=policy,
+    )
+    assert report is not None
+    return report
+
+
+def codes(report: PerformanceReport) -> set[str]:
+    return {flag.code for flag in report.flags}
+
+
+def test_implausible_speedup_and_the_memory_floor_are_flagged() -> None:
+    own = [["relu_kernel(float const*, float*, long)", 2, 10.0]]
+    assert "implausible_speedup" in codes(perf(0.05, kernels=own))
+    assert "implausible_speedup" not in codes(perf(0.5, kernels=own))
+    # 512 MB at 4000 GB/s cannot move in less than 0.128 ms
+    report = perf(0.05, kernels=own, floor_bytes=512 * 10**6)
+    assert report.memory_floor_ms == pytest.approx(0.128)
+    assert "below_memory_floor" in codes(report)
+    assert "below_memory_floor" not in codes(perf(0.2, kernels=own, floor_bytes=512 * 10**6))
+
+
+def test_kernel_attribution_and_own_kernels_that_never_ran() -> None:
+    mixed = [
+        ["void relu_kernel<float>(float const*, float*, long)", 4, 300.0],
+        ["sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_cublas", 2, 100.0],
+    ]
+    report = perf(0.5, kernels=mixed)
+    assert [k.origin for k in report.kernels] == ["own", "vendor"]
+    assert report.kernels[0].calls == 2 and report.kernels[0].time_us == 150.0
+    assert report.own_kernel_share == pytest.approx(0.75)
+    assert "own_kernels_never_ran" not in codes(report)
+    foreign = perf(0.5, kernels=[["void at::native::vectorized_elementwise_kernel<4>(int)", 2, 10.0]])
+    assert {"own_kernels_never_ran", "torch_kernels"} <= codes(foreign)
+    assert "torch_kernels" not in codes(perf(0.5, kernels=foreign_rows(), policy="kernelbench"))
+    assert "no_kernels_ran" in codes(perf(0.5, kernels=[]))
+
+
+def foreign_rows() -> list[list]:
+    return [["void at::native::vectorized_elementwise_kernel<4>(int)", 2, 10.0]]
+
+
+def test_kernel_names_from_sources_and_profiles() -> None:
+    source = "template <int B>\n__global__ void __launch_bounds__(256, 2) tiled(float* x) {}\n__global__ static void tail(int)"
+    assert own_kernel_names([source]) == {"tiled", "tail"}
+    assert kernel_base_name("void ns::tiled<128>(float*)") == "tiled"
+    assert kernel_base_name("_ZN2ns5tiledEPf") == "tiled" and kernel_base_name("_Z4tailPi") == "tail"
+    assert kernel_origin("Memcpy DtoD (Device -> Device)", set()) == "memory"
+    assert kernel_origin("triton_poi_fused_relu_0", set()) == "triton"
+    rows, share = kernel_breakdown([], 1, set())
+    assert rows == [] and share is None
+
+
+def test_result_round_trips_through_json() -> None:
+    original = result(performance=perf(0.5, kernels=[["relu_kernel(float*)", 2, 5.0]]))
+    again = EvalResult.model_validate_json(original.model_dump_json())
+    assert again == original and again.passed
+
+
+def test_feedback_for_an_incorrect_result_points_at_the_element() -> None:
+    diff = OutputDiff(
+        output="output 0",
+        passed=False,
+        problems=["3 of 100 elements (3%) outside atol=0.01 rtol=0.01"],
+        numel=100,
+        mismatch_count=3,
+        worst_index=[2, 7],
+        worst_expected=1.5,
+        worst_actual=-1.5,
+        max_abs_err=3.0,
+        max_rel_err=2.0,
+        norm_rel_err=0.4,
+        atol=0.01,
+        rtol=0.01,
+        norm_rtol=0.01,
+    )
+    from agent.referee.models import CorrectnessReport
+
+    correctness = CorrectnessReport(
+        passed=False,
+        trials_requested=5,
+        trials_run=5,
+        tolerance=TOLERANCES["default"],
+        trials=[TrialReport(index=0, passed=False, outputs=[diff])],
+    )
+    text = result(
+        verdict="incorrect", reason=assemble.first_problem(correctness), correctness=correctness
+    ).feedback()
+    assert text.startswith("VERDICT: incorrect - trial 0: output 0: 3 of 100 elements")
+    assert "worst at [2, 7]: expected 1.5, got -1.5" in text
+
+
+def test_feedback_for_a_crash_shows_the_detail_and_a_correct_one_the_times() -> None:
+    crashed = result(
+        verdict="runtime_error",
+        reason="trial 2: RuntimeError: CUDA error: an illegal memory access was encountered",
+        failure=FailureReport(
+            stage="trial 2", kind="cuda_error", message="m", detail="File kernels/x.cu\nboom"
+        ),
+    )
+    assert crashed.feedback().splitlines()[1:] == ["File kernels/x.cu", "boom"]
+    good = result(performance=perf(0.5, kernels=[["relu_kernel(float*)", 2, 5.0]]))
+    text = good.feedback()
+    assert "2.00x vs eager" in text and "relu_kernel" in text and "own kernels 100.0%" in text
+
+
+def test_the_verdict_table_renders() -> None:
+    buffer = io.StringIO()
+    Console(file=buffer, width=160).print(
+        verdict_table(result(performance=perf(0.5, kernels=[["relu_kernel(float*)", 2, 5.0]])))
+    )
+    text = buffer.getvalue()
+    assert "correct" in text and "time (yours)" in text and "relu_kernel" in text

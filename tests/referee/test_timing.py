@@ -1,0 +1,62 @@
+"""The shared timing procedure, on the CPU's host clock (the GPU path is in test_gpu.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sandbox.workers.timing import TIMING_VERSION, TimingConfig, quantile, summarize, time_calls
+
+
+def test_quantiles_interpolate() -> None:
+    values = [1.0, 2.0, 3.0, 4.0]
+    assert quantile(values, 0.5) == 2.5
+    assert quantile(values, 0.25) == 1.75
+    assert quantile([5.0], 0.75) == 5.0
+
+
+def test_summary_statistics() -> None:
+    stats = summarize(
+        [1.0, 2.0, 3.0, 4.0, 100.0], method="host_clock", l2_flush=False, warmup=2, host_ms=[1.0] * 5
+    )
+    assert stats["median_ms"] == 3.0 and stats["iqr_ms"] == 2.0 and stats["n"] == 5
+    assert stats["min_ms"] == 1.0 and stats["max_ms"] == 100.0 and stats["cv"] > 1
+    assert stats["version"] == TIMING_VERSION
+
+
+def test_fresh_inputs_for_every_call_and_outputs_seen_for_timed_calls_only() -> None:
+    made: list[int] = []
+    seen: list[int] = []
+
+    def make_inputs(index: int) -> int:
+        made.append(index)
+        return index
+
+    def call(value: int) -> int:
+        time.sleep(0.002)
+        return value * 10
+
+    def on_output(index: int, inputs: int, out: int) -> None:
+        assert out == inputs * 10 == index * 10
+        seen.append(index)
+
+    config = TimingConfig(warmup_ms=1, min_warmup=2, target_ms=30, min_reps=4, max_reps=50, max_seconds=5)
+    stats = time_calls(call, make_inputs, device="cpu", config=config, on_output=on_output)
+    warmups = [i for i in made if i < 0]
+    assert len(warmups) == stats["warmup"] >= 2
+    assert seen == list(range(stats["n"])) and len(set(made)) == len(made)
+    assert 4 <= stats["n"] <= 50
+    assert stats["median_ms"] == pytest.approx(2.0, abs=3.0)
+    assert stats["method"] == "host_clock" and stats["l2_flush"] is False
+
+
+def test_repetitions_are_bounded() -> None:
+    config = TimingConfig(warmup_ms=0, min_warmup=1, target_ms=10_000, min_reps=3, max_reps=7, max_seconds=5)
+    stats = time_calls(lambda x: x, lambda i: i, device="cpu", config=config)
+    assert stats["n"] == 7
+    slow = TimingConfig(
+        warmup_ms=0, min_warmup=1, target_ms=10_000, min_reps=3, max_reps=1000, max_seconds=0.05
+    )
+    stats = time_calls(lambda x: time.sleep(0.01), lambda i: i, device="cpu", config=slow)
+    assert 3 <= stats["n"] < 20  # the wall-clock cap stops it after the minimum
