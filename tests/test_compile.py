@@ -44,6 +44,25 @@ def built(tmp_path_factory: pytest.TempPathFactory, cache: Path) -> Workspace:
     return ws
 
 
+def test_the_built_extension_imports_with_torch_alone(built: Workspace, cache: Path) -> None:
+    # Importing needs no GPU: it catches missing torch libraries or unresolved symbols at link time.
+    import subprocess
+    import sys
+
+    module = compile_solution(
+        built, open_sandbox("local", workspace=built.root, cache_dir=cache), arch="sm_90"
+    )
+    code = (
+        "import torch, importlib.util as u\n"
+        f"s = u.spec_from_file_location('cuda_extension', {module.module_path!r})\n"
+        "m = u.module_from_spec(s); s.loader.exec_module(m)\n"
+        "print(m.relu_forward.__doc__)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "y = max(x, 0)" in proc.stdout
+
+
 def test_unchanged_workspace_is_a_no_op(built: Workspace, cache: Path) -> None:
     box = open_sandbox("local", workspace=built.root, cache_dir=cache)
     result = compile_solution(built, box, arch="sm_90")

@@ -46,6 +46,7 @@ def toolchain_hash(spec: dict[str, Any]) -> str:
         torch=torch_version,
         python=sys.version,
         pch=PCH_SOURCE,
+        layout=2,  # bump when what prepare() writes changes, so old toolchains are not reused
     )
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
 
@@ -80,12 +81,28 @@ def _torch_ninja_header(spec: dict[str, Any], toolchain_dir: Path) -> str:
         "with_sycl": False,
         "is_standalone": False,
     }
-    accepted = inspect.signature(write).parameters
-    write(**{k: v for k, v in arguments.items() if k in accepted})
+    # torch adds its own libraries (-lc10 -ltorch_cpu ... -lcudart) in _prepare_ldflags, which
+    # its builder calls before writing the file; so must we, or imports fail on missing symbols.
+    prepare_ldflags = cpp_extension._prepare_ldflags
+    ldflag_arguments = {
+        "extra_ldflags": list(spec.get("ldflags", [])),
+        "with_cuda": True,
+        "with_sycl": False,
+        "verbose": False,
+        "is_standalone": False,
+    }
+    arguments["extra_ldflags"] = prepare_ldflags(**_accepted(prepare_ldflags, ldflag_arguments))
+    write(**_accepted(write, arguments))
     lines = probe.read_text().splitlines()
     first_build = next(i for i, line in enumerate(lines) if line.startswith("build "))
     probe.unlink()
     return "\n".join(lines[:first_build]).rstrip() + "\n"
+
+
+def _accepted(function: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The arguments `function` takes: these private helpers gain parameters across torch versions."""
+    names = inspect.signature(function).parameters
+    return {k: v for k, v in arguments.items() if k in names}
 
 
 def _build_pch(header: str, toolchain_dir: Path) -> tuple[bool, str]:
