@@ -16,19 +16,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import threading
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from pydantic import BaseModel
 
-from agent.paths import skills_dir
+from agent.paths import cache_dir, skills_dir
 from agent.tasks import Task
 
 DEFAULT_TEMPLATE = "cuda-extension"
 HARNESS_FILES = ("reference.py", "binding_registry.h", "binding.cpp")
 MODEL_ENTRY = "model_new.py"
-KERNEL_SUFFIXES = (".cu", ".cuh", ".cpp", ".h", ".hpp")
+KERNEL_SUFFIXES = (".cu", ".cuh", ".cpp", ".h", ".hpp", ".json")  # .json: kernels/tune.json
 EXTENSION_NAME = "cuda_extension"
 
 
@@ -211,6 +213,32 @@ class SingleFileSolution:
 
 
 Solution = Workspace | SingleFileSolution
+
+
+def materialize(task: Task, path: Path) -> Solution:
+    """The solution at `path`, ready to build: a bare solution folder (model files only, e.g.
+    benchmarks/solutions/...) is copied into a scratch workspace made from the task, so judging
+    never writes into the user's folder. Same folder and content -> same scratch workspace, so
+    builds stay incremental across evaluations."""
+    path = Path(path)
+    if path.is_file() or (path / ".harness" / "workspace.json").is_file():
+        return open_solution(path)
+    source = open_solution(path)
+    files = source.model_files()
+    digest = hashlib.sha256(f"{path.resolve()}\0{task.sha256}\0{content_hash(files)}".encode()).hexdigest()
+    root = cache_dir() / "workspaces" / digest[:20]
+    if not (root / ".harness" / "workspace.json").is_file():
+        staging = root.with_name(f"{root.name}.{os.getpid()}.{threading.get_ident()}")
+        ws = Workspace.create(staging, task)
+        for rel, text in files.items():
+            target = ws.root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        try:
+            staging.rename(root)
+        except OSError:  # another evaluation of the same content got there first
+            shutil.rmtree(staging, ignore_errors=True)
+    return Workspace.open(root)
 
 
 def open_solution(path: Path) -> Solution:

@@ -8,6 +8,7 @@ opened with `open_sandbox(kind, workspace=...)`.
 from __future__ import annotations
 
 import abc
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -40,6 +41,10 @@ class ExecResult(BaseModel):
     duration_s: float = 0.0
     timed_out: bool = False
     truncated: bool = Field(default=False, description="stdout or stderr hit the output cap")
+    limits_hit: list[str] = Field(
+        default_factory=list,
+        description="sandbox limits the command ran into: pids, memory, cpu_time, file_size, output",
+    )
 
     @property
     def ok(self) -> bool:
@@ -51,8 +56,9 @@ class ExecResult(BaseModel):
 
     def describe_failure(self) -> str:
         """One line saying why the command did not succeed (empty when it did)."""
+        limits = f" (limits hit: {', '.join(self.limits_hit)})" if self.limits_hit else ""
         if self.timed_out:
-            return f"timed out after {self.duration_s:.1f}s and was killed"
+            return f"timed out after {self.duration_s:.1f}s and was killed{limits}"
         if self.signal is not None:
             import signal as _signal
 
@@ -60,14 +66,86 @@ class ExecResult(BaseModel):
                 name = _signal.Signals(self.signal).name
             except ValueError:
                 name = f"signal {self.signal}"
-            return f"killed by {name}"
+            return f"killed by {name}{limits}"
         if self.returncode != 0:
-            return f"exited with status {self.returncode}"
+            return f"exited with status {self.returncode}{limits}"
         return ""
 
 
 class SandboxError(RuntimeError):
     """The sandbox itself is broken (no daemon, no image, cannot start): not the candidate's fault."""
+
+
+OUTPUT_CAP_BYTES = 4 * 1024 * 1024
+"""Default cap on what is kept of each of stdout and stderr; the rest is read and dropped."""
+
+
+class CappedBuffer:
+    """Keeps the first `cap` bytes fed to it and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self._parts: list[bytes] = []
+        self.kept = 0
+        self.dropped = 0
+
+    def feed(self, data: bytes) -> None:
+        room = self.cap - self.kept
+        if room > 0:
+            self._parts.append(data[:room])
+            self.kept += min(room, len(data))
+        self.dropped += max(0, len(data) - max(room, 0))
+
+    @property
+    def truncated(self) -> bool:
+        return self.dropped > 0
+
+    def text(self) -> str:
+        out = b"".join(self._parts).decode("utf-8", "replace")
+        if self.dropped:
+            out += f"\n[... {self.dropped} more bytes dropped: output cap of {self.cap} bytes]\n"
+        return out
+
+
+def returncode_from_wait_status(code: int) -> int:
+    """A wrapper (bwrap, sh, timeout) reports a child killed by signal N as 128+N: make it -N.
+
+    A command that really exits with 129..159 is reported as a signal too; shells make the
+    same call.
+    """
+    return -(code - 128) if 128 < code < 160 else code
+
+
+class Isolation(BaseModel):
+    """What a sandbox enforces. Each field says by what means, or is None when not enforced."""
+
+    backend: str
+    filesystem: str | None = None
+    network: str | None = None
+    processes: str | None = None
+    memory: str | None = None
+    host_processes_hidden: str | None = None
+    gpus: str | None = None
+    env: str = "allowlist (ENV_ALLOWLIST); API keys and tokens are not passed"
+    output_cap_bytes: int = OUTPUT_CAP_BYTES
+    notes: list[str] = Field(default_factory=list)
+
+    def line(self) -> str:
+        def part(name: str, value: str | None) -> str:
+            return f"{name}: {value if value else 'NOT enforced'}"
+
+        parts = [
+            part("filesystem", self.filesystem),
+            part("network", self.network),
+            part("fork bombs", self.processes),
+            part("memory", self.memory),
+            part("host processes", self.host_processes_hidden),
+            f"gpus: {self.gpus or 'none'}",
+            f"env: {self.env}",
+            f"output cap: {self.output_cap_bytes // 1024} KiB/stream",
+        ]
+        notes = f" [{'; '.join(self.notes)}]" if self.notes else ""
+        return f"{self.backend} sandbox; " + "; ".join(parts) + notes
 
 
 class Sandbox(abc.ABC):
@@ -110,9 +188,13 @@ class Sandbox(abc.ABC):
         """Path inside the sandbox of a worker script in sandbox/workers/."""
         return f"{self.workers_path}/{name}"
 
+    def isolation(self) -> Isolation:
+        """What this sandbox enforces, as found when it was opened."""
+        return Isolation(backend=self.kind, notes=["this backend states no isolation"])
+
     def describe(self) -> str:
         """One line for logs and transcripts: which backend and what it isolates."""
-        return self.kind
+        return self.isolation().line()
 
     def __enter__(self) -> Sandbox:
         return self
@@ -144,7 +226,8 @@ def open_sandbox(kind: str, *, workspace: Path, **options: object) -> Sandbox:
     if kind == "auto":
         from sandbox.auto import choose_kind
 
-        kind = choose_kind()
+        image = options.get("image")
+        kind = choose_kind(image=str(image) if image else None).kind
     try:
         factory = _REGISTRY[kind]
     except KeyError:
@@ -158,10 +241,8 @@ def _load_builtin_backends() -> None:
     # Imported for their @register_sandbox side effect.
     import sandbox.local
 
-    try:
+    with contextlib.suppress(ImportError):  # the docker SDK is optional at run time
         import sandbox.docker  # noqa: F401
-    except ImportError:  # the docker SDK is optional at run time
-        pass
 
 
 WORKERS_DIR = Path(__file__).resolve().parent / "workers"

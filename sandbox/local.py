@@ -1,20 +1,54 @@
-"""Local process sandbox: each command in its own process group, killed whole on timeout.
+"""Local process sandbox: the embedded default for machines without Docker.
 
-(Minimal first version; resource limits, network denial and output caps are added by the
-sandbox issue.)
+Every command runs in its own process group and, where the machine allows it:
+- under bubblewrap (`bwrap`): a read-only view of the host with the workspace, the build cache
+  and a private /tmp writable, the home directory and /run hidden, a fresh /dev with only the
+  GPU device nodes, its own pid, network, ipc and uts namespaces, and no capabilities;
+- in its own control group: a pids limit (fork bombs), a memory limit that counts resident
+  memory (works with the CUDA driver), and a kill that reaches processes that left the group;
+- with resource limits: CPU seconds, file size, no core dumps, address space (only when no GPU
+  is used and no memory cgroup exists: the CUDA driver maps huge virtual ranges).
+What could not be set up is found when the sandbox opens and stated by `isolation()`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import itertools
+import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sandbox.base import ENV_ALLOWLIST, WORKERS_DIR, ExecResult, Sandbox, register_sandbox
+from sandbox.base import (
+    ENV_ALLOWLIST,
+    OUTPUT_CAP_BYTES,
+    WORKERS_DIR,
+    ExecResult,
+    Isolation,
+    Sandbox,
+    SandboxError,
+    register_sandbox,
+    returncode_from_wait_status,
+)
+from sandbox.bwrap import bwrap_prefix
+from sandbox.cgroups import CgroupPlan, CommandCgroup, command_cgroup_name
+from sandbox.launch import launch_prefix, processes_of_uid
+from sandbox.pump import pump
+
+GiB = 1024**3
+_ids = itertools.count()
+_cgroup_plan: CgroupPlan | None = None
+_TMP_PREFIX = "kernel-agent-tmp-"
+_stale_tmp_checked = False
 
 
 def default_cache_dir() -> Path:
@@ -24,16 +58,179 @@ def default_cache_dir() -> Path:
     return Path(root)
 
 
+def _remove_stale_tmp_dirs() -> None:
+    """Private /tmp dirs of harness processes that died without running their finalizers."""
+    global _stale_tmp_checked
+    if _stale_tmp_checked:
+        return
+    _stale_tmp_checked = True
+    for path in Path(tempfile.gettempdir()).glob(f"{_TMP_PREFIX}*-*"):
+        owner = path.name[len(_TMP_PREFIX) :].split("-", 1)[0]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def cgroup_plan() -> CgroupPlan:
+    global _cgroup_plan
+    if _cgroup_plan is None:
+        _cgroup_plan = CgroupPlan.probe()
+        _cgroup_plan.remove_stale()
+    return _cgroup_plan
+
+
 @register_sandbox("local")
 class LocalSandbox(Sandbox):
+    """Options: `isolation` "auto" (bwrap when it works, else say what is missing), "bwrap"
+    (fail when it does not work) or "none" (process group and rlimits only); `gpus` "all",
+    "0,1" or None; `memory_limit` bytes or None; `pids_limit`; `file_size_limit` bytes;
+    `cpu_time_limit` seconds per process (default: timeout x cores); `ro_paths` host paths to
+    keep visible when the home directory is hidden; `output_cap` bytes per stream."""
+
     kind = "local"
 
-    def __init__(self, *, workspace: Path, cache_dir: Path | None = None, **_: object) -> None:
+    def __init__(
+        self,
+        *,
+        workspace: Path,
+        cache_dir: Path | None = None,
+        isolation: str = "auto",
+        gpus: str | None = "all",
+        memory_limit: int | None = 16 * GiB,
+        pids_limit: int = 1024,
+        file_size_limit: int | None = 4 * GiB,
+        cpu_time_limit: int | None = None,
+        hide_home: bool = True,
+        ro_paths: Sequence[str | Path] = (),
+        output_cap: int = OUTPUT_CAP_BYTES,
+        env: Mapping[str, str] | None = None,
+        **_: object,
+    ) -> None:
+        if isolation not in ("auto", "bwrap", "none"):
+            raise SandboxError(f"local sandbox: isolation={isolation!r}; use auto, bwrap or none")
         self.workspace_path = str(Path(workspace).resolve())
+        if not Path(self.workspace_path).is_dir():
+            raise SandboxError(f"local sandbox: workspace {self.workspace_path} is not a directory")
         self.workers_path = str(WORKERS_DIR)
         self.cache_path = str((cache_dir or default_cache_dir()).resolve())
         Path(self.cache_path).mkdir(parents=True, exist_ok=True)
         self.python = sys.executable
+        _remove_stale_tmp_dirs()
+        self.tmp_path = tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-")
+        # Also removed when the sandbox is dropped without close() or at interpreter exit.
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self.tmp_path, True)
+        self._id = f"{os.getpid()}-{next(_ids)}"
+        self._seq = itertools.count()
+        self._closed = False
+        self.gpus = gpus
+        self.memory_limit = memory_limit
+        self.pids_limit = pids_limit
+        self.file_size_limit = file_size_limit
+        self.cpu_time_limit = cpu_time_limit
+        self.output_cap = output_cap
+        self.extra_env = dict(env or {})
+        self._gpu_nodes = sorted(glob.glob("/dev/nvidia*")) if gpus is not None else []
+        self._cgroups = cgroup_plan()
+        self._prlimit = shutil.which("prlimit")
+        self._notes: list[str] = []
+        self._prefix: list[str] = []
+        self._bwrap = False
+        self._net: str | None = None
+        if isolation != "none":
+            self._setup_namespaces(isolation, hide_home, ro_paths)
+        else:
+            self._notes.append("isolation='none' was asked for")
+
+    # -- setup ----------------------------------------------------------------------------
+
+    def _setup_namespaces(self, isolation: str, hide_home: bool, ro_paths: Sequence[str | Path]) -> None:
+        bwrap = shutil.which("bwrap")
+        problem = "bwrap is not installed (apt-get install bubblewrap)"
+        if bwrap:
+            writable = [self.cache_path, self.workspace_path]
+            prefix = bwrap_prefix(bwrap, self.tmp_path, writable, self._gpu_nodes, hide_home, ro_paths)
+            probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
+            if probe.returncode == 0:
+                self._prefix, self._bwrap = prefix, True
+                self._net = "own network namespace (bwrap --unshare-net): loopback only"
+                return
+            problem = f"bwrap does not work here: {probe.stderr.decode(errors='replace').strip()}"
+        if isolation == "bwrap":
+            raise SandboxError(f"local sandbox: {problem}; use isolation='auto' to run without it")
+        self._notes.append(problem)
+        unshare = shutil.which("unshare")
+        if (
+            unshare
+            and subprocess.run([unshare, "--net", "true"], capture_output=True, check=False).returncode == 0
+        ):
+            self._prefix = [unshare, "--net", "--"]
+            self._net = "own network namespace (unshare --net)"
+        else:
+            self._notes.append("no network namespace: unshare --net is not permitted here")
+
+    # -- what is enforced -----------------------------------------------------------------
+
+    def _gpu_in_use(self) -> bool:
+        return bool(self._gpu_nodes)
+
+    def isolation(self) -> Isolation:
+        notes = list(self._notes)
+        if self._bwrap:
+            filesystem = (
+                "bwrap: read-only root; writable: workspace, cache, private /tmp; home and /run hidden"
+            )
+            host_procs = "own pid namespace"
+        else:
+            filesystem = None
+            host_procs = None
+            notes.append("without bwrap a command can write wherever its uid can and read /proc/*/environ")
+        if self._cgroups.pids:
+            processes = f"pids.max={self.pids_limit} ({self._cgroups.describe('pids')})"
+        elif self._nproc_enforced():
+            processes = f"RLIMIT_NPROC (counts every process of uid {os.getuid()}; approximate)"
+        else:
+            processes = None
+            notes.append(
+                f"no writable pids cgroup ({self._cgroups.reason}); RLIMIT_NPROC never binds root, so "
+                "a fork bomb is only stopped by the timeout"
+            )
+        memory: str | None = None
+        if self.memory_limit is None:
+            notes.append("memory limit switched off (memory_limit=None)")
+        elif self._cgroups.memory:
+            memory = f"{self.memory_limit // 2**20} MiB resident ({self._cgroups.describe('memory')})"
+        elif not self._gpu_in_use():
+            memory = f"RLIMIT_AS {self.memory_limit // 2**20} MiB (address space)"
+        else:
+            notes.append("memory not limited: no memory cgroup, and RLIMIT_AS breaks the CUDA driver")
+        if self.gpus is None:
+            gpus = None
+        else:
+            gpus = f"{self.gpus}: {len(self._gpu_nodes)} /dev/nvidia* nodes"
+            if self.gpus != "all":
+                gpus += " (choice by CUDA_VISIBLE_DEVICES: advisory, every GPU node is visible)"
+        how = "prlimit" if self._prlimit else "a preexec_fn (prlimit missing: ~70 ms more per command)"
+        notes.append(
+            f"stragglers killed after each command; RLIMIT_CPU, RLIMIT_FSIZE, no core dumps via {how}"
+        )
+        return Isolation(
+            backend="local",
+            filesystem=filesystem,
+            network=self._net,
+            processes=processes,
+            memory=memory,
+            host_processes_hidden=host_procs,
+            gpus=gpus,
+            output_cap_bytes=self.output_cap,
+            notes=notes,
+        )
+
+    @staticmethod
+    def _nproc_enforced() -> bool:
+        # The kernel never applies RLIMIT_NPROC to the initial root user (copy_process exempts
+        # INIT_USER), capabilities or not; for other users it counts all their processes.
+        return os.geteuid() != 0
+
+    # -- running commands -----------------------------------------------------------------
 
     def exec(
         self,
@@ -44,45 +241,147 @@ class LocalSandbox(Sandbox):
         env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
     ) -> ExecResult:
-        full_env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST}
-        full_env.update(env or {})
+        if self._closed:
+            raise SandboxError("local sandbox: exec after close(); open a new sandbox")
+        cwd = cwd or self.workspace_path
+        group = self._make_cgroup()
+        launcher, preexec = launch_prefix(self._prlimit, self._limits(timeout), group)
+        argv = [*launcher, *self._prefix, *(["--chdir", cwd] if self._bwrap else []), *cmd]
         start = time.monotonic()
-        proc = subprocess.Popen(
-            list(cmd),
-            cwd=cwd or self.workspace_path,
-            env=full_env,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        timed_out = False
         try:
-            out, err = proc.communicate(stdin, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            proc = subprocess.Popen(
+                argv,
+                cwd=self.workspace_path if self._bwrap else cwd,
+                env=self._env(env),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=preexec,
+            )
+        except OSError as exc:
+            if group:
+                group.remove()
+            return ExecResult(returncode=127, stderr=f"sandbox: cannot start {cmd[0]!r} in {cwd}: {exc}\n")
+
+        def kill() -> None:
             _kill_group(proc.pid)
-            out, err = proc.communicate()
-        _kill_group(proc.pid)  # stragglers the command left behind
+            if group:
+                group.kill_all()
+
+        deadline = time.monotonic() + timeout
+        try:
+            out, err, timed_out = pump(proc, stdin, deadline, self.output_cap, kill)
+            if not timed_out:  # its output is closed, but the command may still be running
+                try:
+                    proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+            kill()  # the command on timeout; otherwise the stragglers it left behind
+            returncode = proc.wait()
+            limits = group.limits_hit() if group else []
+        finally:
+            if group:
+                group.remove()
+        if self._bwrap:
+            returncode = returncode_from_wait_status(returncode)
+        limits += _limits_from_signal(returncode)
+        if out.truncated or err.truncated:
+            limits.append("output")
         return ExecResult(
-            returncode=proc.returncode,
-            stdout=out.decode("utf-8", "replace"),
-            stderr=err.decode("utf-8", "replace"),
+            returncode=returncode,
+            stdout=out.text(),
+            stderr=err.text(),
             duration_s=time.monotonic() - start,
             timed_out=timed_out,
+            truncated=out.truncated or err.truncated,
+            limits_hit=limits,
         )
 
+    def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        full = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST}
+        full.update(
+            HOME=self.tmp_path if not self._bwrap else "/tmp",
+            TMPDIR=self.tmp_path if not self._bwrap else "/tmp",
+            XDG_CACHE_HOME=self.cache_path,
+            TORCH_EXTENSIONS_DIR=os.path.join(self.cache_path, "torch_extensions"),
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        if self.gpus is None:
+            full["CUDA_VISIBLE_DEVICES"] = ""
+        elif self.gpus != "all":
+            full["CUDA_VISIBLE_DEVICES"] = self.gpus
+        full.update(self.extra_env)
+        full.update(env or {})
+        return full
+
+    def _make_cgroup(self) -> CommandCgroup | None:
+        if not self._cgroups.pids:
+            return None
+        memory = self.memory_limit if self._cgroups.memory else None
+        name = command_cgroup_name(self._id, next(self._seq))
+        try:
+            return self._cgroups.create(name, pids_max=self.pids_limit, memory_max=memory)
+        except OSError as exc:
+            raise SandboxError(f"local sandbox: cannot create cgroup {name}: {exc}") from exc
+
+    def _limits(self, timeout: float) -> list[tuple[str, int, int]]:
+        """(prlimit name, soft, hard) for one command."""
+        cpu = self.cpu_time_limit or math.ceil(timeout * (os.cpu_count() or 1)) + 1
+        # CPU: the hard limit a second above the soft one, so SIGXCPU (reported as cpu_time)
+        # comes before the kernel's SIGKILL.
+        wanted = [("cpu", cpu, cpu + 1), ("core", 0, 0)]
+        if self.file_size_limit is not None:
+            wanted.append(("fsize", self.file_size_limit, self.file_size_limit))
+        if self.memory_limit is not None and not self._cgroups.memory and not self._gpu_in_use():
+            wanted.append(("as", self.memory_limit, self.memory_limit))
+        if not self._cgroups.pids and self._nproc_enforced():
+            nproc = processes_of_uid(os.getuid()) + self.pids_limit
+            wanted.append(("nproc", nproc, nproc))
+        return wanted
+
+    # -- files ----------------------------------------------------------------------------
+
+    def host_path(self, path: str) -> Path:
+        """The host file behind a path inside the sandbox (under bwrap, /tmp is the private dir)."""
+        p = Path(path)
+        if self._bwrap and not _under(p, self.workspace_path, self.cache_path) and _under(p, "/tmp"):
+            return Path(self.tmp_path) / p.relative_to("/tmp")
+        return p
+
     def put_file(self, path: str, content: bytes) -> None:
-        target = Path(path)
+        target = self.host_path(path)
+        if not _under(target, self.workspace_path, self.cache_path, self.tmp_path):
+            raise PermissionError(
+                f"local sandbox: {path} is outside the sandbox's writable places "
+                f"({self.workspace_path}, {self.cache_path}, /tmp)"
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
 
     def get_file(self, path: str) -> bytes:
-        return Path(path).read_bytes()
+        return self.host_path(path).read_bytes()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._cleanup()
+
+
+def _under(path: Path, *roots: str) -> bool:
+    resolved = Path(os.path.normpath(path))
+    return any(resolved == Path(root) or resolved.is_relative_to(root) for root in roots)
 
 
 def _kill_group(pgid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+
+
+def _limits_from_signal(returncode: int) -> list[str]:
+    if returncode == -signal.SIGXCPU:
+        return ["cpu_time"]
+    if returncode == -signal.SIGXFSZ:
+        return ["file_size"]
+    return []

@@ -39,7 +39,7 @@ from agent.referee.processes import (
     stderr_tail,
 )
 from agent.tasks import Task, load_task
-from agent.workspace import EXTENSION_NAME, MODEL_ENTRY, Solution, Workspace, open_solution
+from agent.workspace import EXTENSION_NAME, MODEL_ENTRY, Solution, Workspace, materialize
 from sandbox.base import Sandbox, open_sandbox
 from sandbox.workers.timing import TIMING_VERSION, TimingConfig
 
@@ -83,7 +83,7 @@ def evaluate(
     check_policy_name(policy)
     tolerance_policy(tolerance)
     task = task if isinstance(task, Task) else load_task(Path(task))
-    target = open_solution(Path(solution)) if isinstance(solution, str | Path) else solution
+    target = materialize(task, Path(solution)) if isinstance(solution, str | Path) else solution
     box = open_sandbox(sandbox, workspace=target.root) if isinstance(sandbox, str) else sandbox
     try:
         compiled = compile_solution(target, box, arch=arch, timeout=compile_timeout)

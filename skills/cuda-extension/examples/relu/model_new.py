@@ -1,7 +1,6 @@
+import cuda_extension  # built by the harness from kernels/
 import torch
 import torch.nn as nn
-
-import cuda_extension  # built by the harness from kernels/
 
 
 class ModelNew(nn.Module):

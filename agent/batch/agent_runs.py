@@ -1,0 +1,127 @@
+"""Agent mode: how the batch runs one agent on one task, and how that agent's evaluations go
+through the batch's shared GPU slots and compile pool.
+
+`TaskRunner` is the narrow seam: a callable that solves one task with a model, judging through
+the `BatchReferee` it is given (which implements agent.judging.Referee), and returns a
+`SolveOutcome`. `solve_runner` adapts agent/solve.py to it; tests pass scripted runners.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent.batch.executors import Evaluator
+from agent.batch.models import EvalJob, EvalOptions, SolveOutcome
+from agent.models.base import Model
+from agent.referee.models import EvalResult
+from agent.tasks import Task
+from agent.workspace import Workspace
+from sandbox.base import Sandbox
+
+
+class BatchReferee:
+    """agent.judging.Referee over the batch's executor: every verify/profile of every agent takes a
+    compile slot, then a GPU slot, like the batch's own evaluations."""
+
+    def __init__(
+        self,
+        evaluator: Evaluator,
+        options: EvalOptions,
+        *,
+        holder: str = "",
+        gpu_name: str | None = None,
+    ) -> None:
+        self.evaluator = evaluator
+        self.options = options
+        self.holder = holder
+        self.gpu_name = gpu_name
+        self.evaluations: list[EvalResult] = []
+        self.gpu_s = 0.0
+        self._lock = threading.Lock()
+
+    def device(self) -> str | None:
+        return self.gpu_name
+
+    def evaluate(
+        self, task: Task, workspace: Workspace, *, sandbox: Sandbox | None = None, profile: bool = True
+    ) -> EvalResult:
+        """`sandbox` is the agent's own; the batch compiles and judges in sandboxes of its configured kind
+        (the build folder is keyed by the workspace, so the agent's incremental builds are reused)."""
+        job = EvalJob(
+            task=task, solution=workspace.root, options=self.options.model_copy(update={"profile": profile})
+        )
+        started = time.monotonic()
+        result = self.evaluator.evaluate(job, holder=self.holder)
+        times = result.stage_times
+        with self._lock:
+            self.evaluations.append(result)
+            self.gpu_s += (
+                times.candidate_s + times.judge_s if times.total_s > 0 else time.monotonic() - started
+            )
+        return result
+
+
+class TaskRunner(Protocol):
+    def __call__(
+        self,
+        task: Task,
+        *,
+        model: Model,
+        out_dir: Path,
+        referee: BatchReferee,
+        options: dict[str, Any],
+    ) -> SolveOutcome: ...
+
+
+SOLVE_ERRORS = frozenset({"error", "sandbox_error", "model_error", "interrupted"})
+"""Run statuses that are the harness's or a provider's failure, not a result: redone on the next run."""
+
+
+def solve_runner(
+    task: Task,
+    *,
+    model: Model,
+    out_dir: Path,
+    referee: BatchReferee,
+    options: dict[str, Any],
+) -> SolveOutcome:
+    """One `agent solve` run (agent.solve.solve) with the batch's referee. `options` are SolveConfig
+    fields, plus `budget` as a `--budget` spec string."""
+    from agent.budget import BudgetLimits
+    from agent.solve import SolveConfig, solve
+
+    fields = dict(options)
+    limits = BudgetLimits().with_spec(fields.pop("budget", None))
+    judged = referee.options
+    config = SolveConfig(
+        task=task.path,
+        out=out_dir,
+        budget=limits,
+        sandbox=judged.sandbox,
+        policy=judged.policy,
+        arch=judged.arch,
+        trials=judged.trials,
+        compile_mode=judged.compile_mode or "none",
+        compile_timeout_s=judged.compile_timeout_s,
+        **fields,
+    )
+    run = solve(config, model=model, referee=referee, task=task)
+    result_file = out_dir / "result.json"
+    result = EvalResult.model_validate_json(result_file.read_text()) if result_file.is_file() else None
+    outage = getattr(model, "outage", None)
+    failed = run.status in SOLVE_ERRORS
+    solution = out_dir / "solution"
+    return SolveOutcome(
+        status="error" if failed else "solved" if run.verified else "no_solution",
+        solution_path=solution if solution.is_dir() else None,
+        result=result if run.verified or not failed else None,
+        tokens=run.usage.in_tokens + run.usage.out_tokens,
+        usd=run.usage.usd,
+        gpu_s=run.usage.gpu or referee.gpu_s,
+        transcript_path=out_dir / "transcript.jsonl",
+        error=f"{run.status}: {run.message}" if failed or not run.verified else None,
+        transient=run.status == "model_error" and outage is not None,
+    )

@@ -1,0 +1,186 @@
+"""Stand-ins for the compiler, the referee and the agent, for tests and dry runs of the batch
+machinery without nvcc, a GPU or an API key.
+
+What a fake evaluation returns is written in the solution itself, on a line of its entry file:
+
+    # fake-eval: {"verdict": "correct", "speedup_eager": 1.7, "speedup_compile": 0.9, "judge_s": 0.2}
+
+so it survives the copies the batch makes (private workspaces, Ray's shipped files). Other keys:
+`compile` ("error"), `compile_s`, `crash` ("raise" | "exit" | "hang"). With `log` in
+`EvalOptions.extra`, every fake judge appends {gpu, pid, start, end, solution} to that file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.batch.agent_runs import BatchReferee
+from agent.batch.models import EvalJob, SolveOutcome
+from agent.compile import CompileResult
+from agent.messages import UserMessage
+from agent.models.base import Model
+from agent.referee.models import (
+    EvalResult,
+    PerformanceReport,
+    SolutionRef,
+    Speedup,
+    StageTimes,
+    TaskRef,
+    TimingStats,
+)
+from agent.tasks import Task
+from agent.workspace import MODEL_ENTRY, Workspace, content_hash
+
+_MARKER = re.compile(r"^#\s*fake-eval:\s*(\{.*\})\s*$", re.MULTILINE)
+
+
+def fake_spec(solution: Path) -> dict[str, Any]:
+    entry = solution / MODEL_ENTRY if solution.is_dir() else solution
+    match = _MARKER.search(entry.read_text(encoding="utf-8")) if entry.is_file() else None
+    return json.loads(match.group(1)) if match else {}
+
+
+def fake_compile(job: EvalJob) -> CompileResult:
+    spec = fake_spec(job.solution)
+    time.sleep(float(spec.get("compile_s", 0.0)))
+    ok = spec.get("compile") != "error"
+    return CompileResult(
+        ok=ok,
+        status="built" if ok else "compile_error",
+        solution_kind="workspace" if job.solution.is_dir() else "single_file",
+        content_hash=_content(job.solution),
+        arch=job.options.arch or "9.0",
+        arch_source="fake",
+        build_dir="/nonexistent/fake-build",
+        duration_s=float(spec.get("compile_s", 0.0)),
+        message="" if ok else "fake compile error",
+    )
+
+
+def fake_judge(job: EvalJob, compiled: CompileResult, gpu: str | None) -> EvalResult:
+    spec = fake_spec(job.solution)
+    start = time.time()
+    if compiled.ok:
+        crash = spec.get("crash")
+        if crash == "raise":
+            raise RuntimeError("fake judge crashed")
+        if crash == "exit":
+            os._exit(3)
+        if crash == "hang":
+            time.sleep(3600)
+        time.sleep(float(spec.get("judge_s", 0.05)))
+    end = time.time()
+    log = job.options.extra.get("log")
+    if log and compiled.ok:
+        line = {
+            "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "gpu_arg": gpu,
+            "pid": os.getpid(),
+            "start": start,
+            "end": end,
+            "solution": str(job.solution),
+        }
+        with open(log, "a") as handle:
+            handle.write(json.dumps(line) + "\n")
+    return fake_result(job, compiled, spec, judge_s=end - start)
+
+
+def fake_result(
+    job: EvalJob, compiled: CompileResult, spec: dict[str, Any], *, judge_s: float = 0.0
+) -> EvalResult:
+    task = job.task
+    verdict = spec.get("verdict", "correct") if compiled.ok else "compile_error"
+    performance = None
+    if compiled.ok and verdict in ("correct", "incorrect", "policy_violation"):
+        performance = PerformanceReport(
+            candidate=_stats(1.0),
+            speedup_vs_eager=_speedup("eager", spec.get("speedup_eager")),
+            speedup_vs_compile=_speedup("compile", spec.get("speedup_compile")),
+        )
+    return EvalResult(
+        task=TaskRef(
+            name=task.name,
+            key=task.key,
+            sha256=task.sha256,
+            path=str(task.path),
+            level=task.level,
+            problem_id=task.problem_id,
+        ),
+        solution=SolutionRef(
+            kind=compiled.solution_kind, content_hash=compiled.content_hash, path=str(job.solution)
+        ),
+        policy=job.options.policy,
+        verdict=verdict,
+        reason=f"fake: {verdict}",
+        compile=compiled,
+        performance=performance,
+        stage_times=StageTimes(
+            compile_s=compiled.duration_s,
+            candidate_s=judge_s / 2,
+            judge_s=judge_s / 2,
+            total_s=compiled.duration_s + judge_s,
+        ),
+    )
+
+
+def _speedup(baseline: str, value: float | None) -> Speedup | None:
+    if value is None:
+        return None
+    return Speedup(
+        baseline=baseline,  # type: ignore[arg-type]
+        value=float(value),
+        noise=0.01,
+        low=value * 0.99,
+        high=value * 1.01,
+        within_noise=abs(value - 1) < 0.01,
+        outcome="faster" if value > 1.01 else "slower" if value < 0.99 else "within_noise",
+    )
+
+
+def _stats(ms: float) -> TimingStats:
+    return TimingStats(
+        median_ms=ms, q1_ms=ms, q3_ms=ms, iqr_ms=0.0, mean_ms=ms, std_ms=0.0, cv=0.0, min_ms=ms,
+        max_ms=ms, n=1, warmup=0, method="fake", l2_flush=False, host_median_ms=ms,
+    )  # fmt: skip
+
+
+def _content(solution: Path) -> str:
+    """The solution's content hash as the real compile reports it (agents check it)."""
+    if solution.is_dir():
+        return Workspace(solution).content_hash()
+    if not solution.is_file():
+        return "none"
+    return content_hash({solution.name: solution.read_text(encoding="utf-8", errors="replace")})
+
+
+def scripted_solver(
+    task: Task,
+    *,
+    model: Model,
+    out_dir: Path,
+    referee: BatchReferee,
+    options: dict[str, Any],
+) -> SolveOutcome:
+    """A one-turn agent: asks the model once, writes its text as model_new.py, has it judged.
+
+    Each query goes through the batch's breaker (the model it gets is wrapped); a ModelError
+    propagates to the runner, as a real agent's unrecoverable model failure would.
+    """
+    response = model.query([UserMessage(text=f"Write ModelNew for {task.name}")], [])
+    ws = Workspace.create(out_dir / "workspace", task)
+    ws.entry.write_text(response.message.text + "\n", encoding="utf-8")
+    result = referee.evaluate(task, ws, profile=True)
+    usage = response.usage
+    return SolveOutcome(
+        status="solved" if result.verdict == "correct" else "no_solution",
+        solution_path=ws.root,
+        result=result,
+        tokens=usage.prompt_tokens + usage.output_tokens,
+        usd=response.cost_usd or 0.0,
+        gpu_s=referee.gpu_s,
+    )

@@ -1,0 +1,56 @@
+"""The two halves of one evaluation, as plain functions that any executor can run anywhere:
+`compile_job` (CPU) and `judge_job` (GPU; verify and profile an already compiled solution).
+
+They are module-level so that process pools and Ray can ship them by reference; tests swap in the
+fakes of agent.batch.fakes with the same signatures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agent.batch.models import EvalJob
+from agent.compile import CompileResult
+from agent.referee.models import EvalResult
+
+CompileFn = Callable[[EvalJob], CompileResult]
+JudgeFn = Callable[[EvalJob, CompileResult, "str | None"], EvalResult]
+
+
+def compile_job(job: EvalJob) -> CompileResult:
+    """Build the job's solution with no GPU visible to the build: building a single-file solution
+    imports it, and its code must not run on a GPU where another candidate is being timed."""
+    from agent.compile import compile_solution
+    from agent.workspace import open_solution
+    from sandbox.base import open_sandbox
+
+    solution = open_solution(job.solution)
+    with open_sandbox(job.options.sandbox, workspace=solution.root, gpus=None) as box:
+        return compile_solution(solution, box, arch=job.options.arch, timeout=job.options.compile_timeout_s)
+
+
+def judge_job(job: EvalJob, compiled: CompileResult, gpu: str | None) -> EvalResult:
+    """Verify and profile on `gpu` (a physical GPU id; None: whatever this process sees)."""
+    from agent.referee.evaluate import judge_compiled
+    from agent.workspace import open_solution
+    from sandbox.base import open_sandbox
+
+    solution = open_solution(job.solution)
+    options: dict[str, Any] = {"gpus": gpu} if gpu else {}
+    o = job.options
+    with open_sandbox(o.sandbox, workspace=solution.root, **options) as box:
+        return judge_compiled(
+            job.task,
+            solution,
+            compiled,
+            sandbox=box,
+            policy=o.policy,
+            trials=o.trials,
+            profile=o.profile,
+            compile_mode=o.compile_mode,
+            refresh_baselines=o.refresh_baselines,
+            run_timeout=o.run_timeout_s,
+            judge_timeout=o.judge_timeout_s,
+            device=o.device,
+        )

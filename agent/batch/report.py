@@ -1,0 +1,282 @@
+"""`agent report STORE`: the metrics of each batch in a store, as rich tables, markdown and HTML."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+from agent.batch.metrics import (
+    BASELINES,
+    P_VALUES,
+    Metrics,
+    Sample,
+    best_per_task,
+    compute_metrics,
+    metrics_by_level,
+    p_label,
+    samples_from_records,
+)
+from agent.batch.store import AttemptRecord, Store
+
+
+class CandidateRow(BaseModel):
+    task: str
+    level: int | None
+    candidate: str
+    status: str
+    verdict: str | None
+    speedup_eager: float | None
+    speedup_compile: float | None
+    tokens: int
+    usd: float
+    gpu_s: float
+    wall_s: float
+    compile_s: float
+    error: str | None
+    solution_path: str | None
+    transcript_path: str | None
+
+
+class BatchReport(BaseModel):
+    store: str
+    batch_key: str
+    mode: str
+    model: str | None
+    solutions: str | None
+    runs: list[dict[str, Any]]
+    gpus: list[str]
+    versions: dict[str, Any]
+    load_errors: list[str]
+    metrics: dict[str, Metrics]
+    """by task (best candidate): "all", "level1", ..."""
+    per_candidate: Metrics
+    tasks: list[Sample]
+    candidates: list[CandidateRow]
+    in_flight: int
+    generated_at: str
+
+
+def build_reports(store_path: Path, batch_key: str | None = None) -> list[BatchReport]:
+    with Store(store_path) as store:
+        keys = [batch_key] if batch_key else store.batch_keys()
+        runs = store.runs()
+        return [_report(store, key, [r for r in runs if r["batch_key"] == key]) for key in keys]
+
+
+def _report(store: Store, key: str, runs: list[dict[str, Any]]) -> BatchReport:
+    records = store.results(key)
+    in_flight = sum(1 for a in store.attempts(key) if a.status == "running")
+    per_candidate = samples_from_records(records)
+    tasks = best_per_task(per_candidate)
+    last = runs[-1] if runs else {}
+    config = json.loads(last.get("config_json") or "{}")
+    gpus = [g.get("name") or f"gpu {g.get('id')}" for g in json.loads(last.get("gpus_json") or "[]")]
+    return BatchReport(
+        store=str(store.path),
+        batch_key=key,
+        mode=config.get("mode", "?"),
+        model=config.get("model"),
+        solutions=config.get("solutions"),
+        runs=[_run_summary(r) for r in runs],
+        gpus=gpus,
+        versions=json.loads(last.get("versions_json") or "{}"),
+        load_errors=json.loads(last.get("load_errors_json") or "[]"),
+        metrics=metrics_by_level(tasks),
+        per_candidate=compute_metrics(per_candidate),
+        tasks=tasks,
+        candidates=[_row(r) for r in records],
+        in_flight=in_flight,
+        generated_at=time.strftime("%Y-%m-%d %H:%M:%S"),
+    )
+
+
+def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
+    def when(t: float | None) -> str | None:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else None
+
+    return {
+        "id": run["id"],
+        "status": run["status"],
+        "started": when(run["started_at"]),
+        "finished": when(run["finished_at"]),
+        "host": run["host"],
+    }
+
+
+def _row(r: AttemptRecord) -> CandidateRow:
+    return CandidateRow(
+        task=r.task_name,
+        level=r.level,
+        candidate=r.candidate,
+        status=r.status,
+        verdict=r.verdict,
+        speedup_eager=r.speedup_eager,
+        speedup_compile=r.speedup_compile,
+        tokens=r.tokens,
+        usd=r.usd,
+        gpu_s=r.gpu_s,
+        wall_s=r.wall_s,
+        compile_s=r.compile_s,
+        error=_last_line(r.error)[:300] or None,
+        solution_path=r.solution_path,
+        transcript_path=r.transcript_path,
+    )
+
+
+def _last_line(text: str | None) -> str:
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+# -- text forms ---------------------------------------------------------------------------
+def fmt_x(v: float | None) -> str:
+    return f"{v:.2f}x" if v is not None else "-"
+
+
+def fmt_pct(v: float) -> str:
+    return f"{v:.0%}"
+
+
+def summary_rows(report: BatchReport) -> tuple[list[str], list[list[str]]]:
+    """The headline table: one row per level (and all), KernelBench's columns."""
+    head = ["scope", "tasks", "compiled", "correct"]
+    head += [f"{p_label(p)} {b}" for b in BASELINES for p in P_VALUES if p > 0]
+    head += ["geomean eager", "geomean compile", "errors"]
+    rows = []
+    for scope, m in report.metrics.items():
+        row = [scope, str(m.n), fmt_pct(m.compiled_rate), fmt_pct(m.correct_rate)]
+        row += [fmt_pct(m.fast_p[b][p_label(p)]) for b in BASELINES for p in P_VALUES if p > 0]
+        row += [fmt_x(m.geomean["eager"]), fmt_x(m.geomean["compile"]), str(m.errors)]
+        rows.append(row)
+    return head, rows
+
+
+def cost_rows(report: BatchReport) -> tuple[list[str], list[list[str]]]:
+    head = [
+        "scope",
+        "tokens",
+        "usd",
+        "gpu_s",
+        "wall_s",
+        "per task: tokens / usd / gpu_s",
+        "per solved: tokens / usd / gpu_s",
+    ]
+    rows = []
+    for scope, m in report.metrics.items():
+        per_solved = (
+            f"{m.per_solved.tokens:,} / ${m.per_solved.usd:.2f} / {m.per_solved.gpu_s:.0f}s"
+            if m.per_solved
+            else "-"
+        )
+        rows.append(
+            [
+                scope,
+                f"{m.total.tokens:,}",
+                f"${m.total.usd:.2f}",
+                f"{m.total.gpu_s:.0f}",
+                f"{m.total.wall_s:.0f}",
+                f"{m.per_task.tokens:,} / ${m.per_task.usd:.2f} / {m.per_task.gpu_s:.0f}s",
+                per_solved,
+            ]
+        )
+    return head, rows
+
+
+def candidate_rows(report: BatchReport) -> tuple[list[str], list[list[str]]]:
+    head = [
+        "level",
+        "task",
+        "candidate",
+        "verdict",
+        "vs eager",
+        "vs compile",
+        "usd",
+        "gpu_s",
+        "wall_s",
+        "note",
+    ]
+    rows = [
+        [
+            str(c.level if c.level is not None else "-"),
+            c.task,
+            c.candidate,
+            c.verdict or c.status,
+            fmt_x(c.speedup_eager),
+            fmt_x(c.speedup_compile),
+            f"${c.usd:.2f}",
+            f"{c.gpu_s:.1f}",
+            f"{c.wall_s:.1f}",
+            (c.error or "")[:120],
+        ]
+        for c in report.candidates
+    ]
+    return head, rows
+
+
+def header_lines(report: BatchReport) -> list[str]:
+    what = f"model {report.model}" if report.mode == "agent" else f"solutions {report.solutions}"
+    last = report.runs[-1] if report.runs else {}
+    lines = [
+        f"batch {report.batch_key}: {report.mode} ({what}); {len(report.runs)} run(s), last {last.get('status', '?')}"
+        f" {last.get('started', '')}",
+        f"GPUs: {', '.join(report.gpus) or 'none recorded'}; torch {report.versions.get('torch')}; "
+        f"kernel-agent {report.versions.get('kernel-agent')} ({(report.versions.get('git_sha') or '?')[:10]})",
+        f"per task: best candidate; {report.per_candidate.n} candidates judged, "
+        f"{report.per_candidate.correct} correct",
+    ]
+    if report.in_flight:
+        lines.append(
+            f"{report.in_flight} attempt(s) still running or left by a killed batch (rerun to finish)"
+        )
+    return lines
+
+
+def print_report(report: BatchReport, console: Console, *, candidates: bool = True) -> None:
+    for line in header_lines(report):
+        console.print(line, highlight=False)
+    for title, (head, rows) in (
+        ("KernelBench metrics (per task)", summary_rows(report)),
+        ("Cost", cost_rows(report)),
+        *((("Candidates", candidate_rows(report)),) if candidates else ()),
+    ):
+        table = Table(title=title, title_justify="left")
+        for column in head:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+
+
+def _md_table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_markdown(reports: list[BatchReport]) -> str:
+    parts = ["# Batch report", ""]
+    for report in reports:
+        parts += [f"## Batch {report.batch_key}", ""]
+        parts += [f"- {line}" for line in header_lines(report)]
+        parts += ["", "### KernelBench metrics (per task)", "", _md_table(*summary_rows(report))]
+        parts += ["", "### Cost", "", _md_table(*cost_rows(report))]
+        parts += ["", "### Candidates", "", _md_table(*candidate_rows(report)), ""]
+        if report.load_errors:
+            parts += ["### Tasks that did not load", "", *[f"- {e}" for e in report.load_errors], ""]
+    return "\n".join(parts)
+
+
+def write_reports(reports: list[BatchReport], out_dir: Path) -> tuple[Path, Path]:
+    from agent.batch.report_html import render_html
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md, html = out_dir / "report.md", out_dir / "report.html"
+    md.write_text(render_markdown(reports), encoding="utf-8")
+    html.write_text(render_html(reports), encoding="utf-8")
+    return md, html

@@ -1,0 +1,330 @@
+"""The results store: SQLite (WAL, busy timeout), schema versioned by numbered migrations.
+
+An attempt row is committed when it starts (`running`) and again when it ends, so a batch
+killed at any moment (kill -9 included) leaves only rows that say what happened. Claiming an
+item is one IMMEDIATE transaction, and a partial unique index allows at most one live
+(`running` or `done`) attempt per item and batch, so two batches sharing a store split the work
+instead of doubling it. A `running` row whose process is gone is marked `abandoned` and redone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.batch.migrations import MIGRATIONS, statements
+from agent.batch.models import AttemptOutcome, BatchConfig, WorkItem
+from agent.batch.records import AttemptRecord, evaluation_columns, record_from_row
+from agent.tasks import Task
+
+LEASE_S = 300.0
+"""A run on another host that has not written a heartbeat for this long is taken for dead."""
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Claim:
+    attempt_id: int
+    stale_output_dirs: list[str]
+
+
+def process_owner(pid: int | None = None) -> str:
+    """host:pid:start-time, so that a reused pid is not taken for the process that died."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
+
+
+def owner_alive(owner: str, heartbeat_at: float, now: float) -> bool:
+    host, pid, started = owner.rsplit(":", 2)
+    if host != socket.gethostname():
+        return now - heartbeat_at < LEASE_S
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return _start_time(int(pid)) == started
+
+
+def _start_time(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "?"
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+class Store:
+    """One connection per Store, shared by the batch's threads under a lock."""
+
+    def __init__(self, path: Path, *, busy_timeout_s: float = 120.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(
+            self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+        )
+        self._db.row_factory = sqlite3.Row
+        self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(f"{self.path}: SQLite refused WAL mode ({mode}); is it on a network filesystem?")
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._db.execute("PRAGMA foreign_keys = ON")
+        self.migrate()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- schema ---------------------------------------------------------------------------
+    @property
+    def schema_version(self) -> int:
+        with self._lock:
+            return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    def migrate(self) -> None:
+        with self._tx() as db:
+            current = int(db.execute("PRAGMA user_version").fetchone()[0])
+            if current > len(MIGRATIONS):
+                raise StoreError(
+                    f"{self.path}: schema version {current} is newer than this kernel-agent "
+                    f"({len(MIGRATIONS)}); upgrade kernel-agent to read it"
+                )
+            for number, script in enumerate(MIGRATIONS[current:], start=current + 1):
+                for statement in statements(script):
+                    db.execute(statement)
+                db.execute(f"PRAGMA user_version = {number}")
+
+    # -- runs -----------------------------------------------------------------------------
+    def start_run(
+        self,
+        config: BatchConfig,
+        *,
+        versions: dict[str, Any],
+        gpus: list[dict[str, Any]],
+        load_errors: list[str] | None = None,
+    ) -> int:
+        now = time.time()
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO runs (batch_key, mode, config_json, versions_json, gpus_json, load_errors_json,"
+                " host, pid, owner, status, started_at, heartbeat_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    config.batch_key(),
+                    config.mode,
+                    config.model_dump_json(),
+                    json.dumps(versions, sort_keys=True),
+                    json.dumps(gpus),
+                    json.dumps(load_errors or []),
+                    socket.gethostname(),
+                    os.getpid(),
+                    process_owner(),
+                    "running",
+                    now,
+                    now,
+                ),
+            )
+            return int(cur.lastrowid or 0)
+
+    def heartbeat(self, run_id: int) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE runs SET heartbeat_at = ? WHERE id = ?", (time.time(), run_id))
+
+    def finish_run(self, run_id: int, status: str) -> None:
+        now = time.time()
+        with self._tx() as db:
+            db.execute(
+                "UPDATE runs SET status = ?, finished_at = ?, heartbeat_at = ? WHERE id = ?",
+                (status, now, now, run_id),
+            )
+
+    def runs(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(r) for r in self._db.execute("SELECT * FROM runs ORDER BY id")]
+
+    # -- tasks and attempts ---------------------------------------------------------------
+    def add_tasks(self, tasks: list[Task]) -> None:
+        with self._tx() as db:
+            db.executemany(
+                "INSERT INTO tasks (key, name, level, problem_id, sha256, path) VALUES (?,?,?,?,?,?)"
+                " ON CONFLICT(key) DO UPDATE SET path = excluded.path",
+                [(t.key, t.name, t.level, t.problem_id, t.sha256, str(t.path)) for t in tasks],
+            )
+
+    def supersede(self, batch_key: str, item_keys: list[str]) -> int:
+        """Retire the finished attempts of `item_keys` (`--redo`); returns how many."""
+        count = 0
+        with self._tx() as db:
+            for key in item_keys:
+                count += db.execute(
+                    "UPDATE attempts SET status = 'superseded' WHERE batch_key = ? AND item_key = ?"
+                    " AND status IN ('done', 'error')",
+                    (batch_key, key),
+                ).rowcount
+        return count
+
+    def claim(
+        self, run_id: int, batch_key: str, item: WorkItem, *, retry_errors: bool = True
+    ) -> Claim | None:
+        """Start an attempt at `item` unless it is done, live elsewhere, or (optionally) failed."""
+        now = time.time()
+        with self._tx() as db:
+            rows = db.execute(
+                "SELECT a.id, a.status, a.output_dir, r.owner, r.heartbeat_at FROM attempts a"
+                " JOIN runs r ON r.id = a.run_id WHERE a.batch_key = ? AND a.item_key = ?"
+                " AND a.status IN ('running', 'done', 'error')",
+                (batch_key, item.item_key),
+            ).fetchall()
+            stale: list[str] = []
+            for row in rows:
+                if row["status"] == "done":
+                    return None
+                if row["status"] == "error" and not retry_errors:
+                    return None
+                if row["status"] == "running":
+                    if owner_alive(row["owner"], row["heartbeat_at"], now):
+                        return None
+                    db.execute(
+                        "UPDATE attempts SET status = 'abandoned', finished_at = ?, error = ? WHERE id = ?",
+                        (now, f"the batch process running it ({row['owner']}) died", row["id"]),
+                    )
+                    if row["output_dir"]:
+                        stale.append(row["output_dir"])
+            cur = db.execute(
+                "INSERT INTO attempts (run_id, batch_key, item_key, task_key, candidate, source, status,"
+                " started_at) VALUES (?,?,?,?,?,?,'running',?)",
+                (
+                    run_id,
+                    batch_key,
+                    item.item_key,
+                    item.task.key,
+                    item.candidate,
+                    str(item.source) if item.source else None,
+                    now,
+                ),
+            )
+            return Claim(attempt_id=int(cur.lastrowid or 0), stale_output_dirs=stale)
+
+    def set_output_dir(self, attempt_id: int, output_dir: Path) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE attempts SET output_dir = ? WHERE id = ?", (str(output_dir), attempt_id))
+
+    def finish_attempt(self, attempt_id: int, outcome: AttemptOutcome) -> None:
+        now = time.time()
+        with self._tx() as db:
+            db.execute(
+                "UPDATE attempts SET status = ?, finished_at = ?, verdict = ?, wall_s = ?, tokens = ?,"
+                " usd = ?, gpu_s = ?, solution_path = ?, transcript_path = ?, error = ?"
+                " WHERE id = ? AND status = 'running'",
+                (
+                    outcome.status,
+                    now,
+                    outcome.verdict,
+                    outcome.wall_s,
+                    outcome.tokens,
+                    outcome.usd,
+                    outcome.gpu_s,
+                    outcome.solution_path,
+                    outcome.transcript_path,
+                    outcome.error,
+                    attempt_id,
+                ),
+            )
+            if db.execute("SELECT changes()").fetchone()[0] == 0:
+                return  # abandoned meanwhile (interrupt): its redo owns the item now
+            evaluations = [("intermediate", r) for r in outcome.evaluations]
+            if outcome.result is not None:
+                evaluations.append(("final", outcome.result))
+            for role, result in evaluations:
+                db.execute(
+                    "INSERT INTO evaluations (attempt_id, role, verdict, reason, compiled, correct,"
+                    " speedup_eager, speedup_compile, gpu_s, compile_s, total_s, gpu, result_json,"
+                    " created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (attempt_id, role, *evaluation_columns(result), now),
+                )
+
+    def abandon_running(self, run_id: int, why: str) -> int:
+        with self._tx() as db:
+            return db.execute(
+                "UPDATE attempts SET status = 'abandoned', finished_at = ?, error = ?"
+                " WHERE run_id = ? AND status = 'running'",
+                (time.time(), why, run_id),
+            ).rowcount
+
+    def attempt_status(self, attempt_id: int) -> str | None:
+        with self._lock:
+            row = self._db.execute("SELECT status FROM attempts WHERE id = ?", (attempt_id,)).fetchone()
+        return row["status"] if row else None
+
+    def attempts(self, batch_key: str | None = None) -> list[AttemptRecord]:
+        """Every attempt (oldest first) with its final evaluation's numbers."""
+        query = (
+            "SELECT a.*, t.name AS task_name, t.level, t.problem_id, e.compiled, e.correct, e.speedup_eager,"
+            " e.speedup_compile, e.compile_s FROM attempts a JOIN tasks t ON t.key = a.task_key"
+            " LEFT JOIN evaluations e ON e.attempt_id = a.id AND e.role = 'final'"
+        )
+        args: tuple[Any, ...] = ()
+        if batch_key is not None:
+            query, args = query + " WHERE a.batch_key = ?", (batch_key,)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY a.id", args).fetchall()
+        return [record_from_row(row) for row in rows]
+
+    def results(self, batch_key: str | None = None) -> list[AttemptRecord]:
+        """Per item the attempt that counts: the latest `done`, else the latest `error`."""
+        chosen: dict[tuple[str, str], AttemptRecord] = {}
+        for rec in self.attempts(batch_key):
+            key = (rec.batch_key, rec.item_key)
+            if rec.status == "done" or (rec.status == "error" and chosen.get(key, rec).status != "done"):
+                chosen[key] = rec
+        return sorted(chosen.values(), key=lambda r: r.attempt_id)
+
+    def evaluation_json(self, attempt_id: int, role: str = "final") -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT result_json FROM evaluations WHERE attempt_id = ? AND role = ? ORDER BY id",
+                (attempt_id, role),
+            ).fetchall()
+        return [json.loads(r["result_json"]) for r in rows]
+
+    def batch_keys(self) -> list[str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT batch_key FROM runs GROUP BY batch_key ORDER BY MIN(id)"
+            ).fetchall()
+        return [r["batch_key"] for r in rows]
+
+    def integrity_check(self) -> str:
+        with self._lock:
+            return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])

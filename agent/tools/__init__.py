@@ -1,0 +1,42 @@
+"""The tools the model works with. `default_tools` is the set `agent solve` offers; a new tool (e.g.
+issue 9's `tune`) is one more module here plus one line in `default_tools`."""
+
+from __future__ import annotations
+
+from .base import Tool, Toolbox, ToolError, ToolOutput, ToolReply, tool
+from .build import compile_workspace, profile, submit, verify
+from .context import ToolContext, ToolSettings
+from .files import edit_file, list_files, read_file, write_file
+from .shell import shell
+from .skills import list_skills, read_skill
+
+
+def default_tools(*, shell_enabled: bool = False) -> list[Tool]:
+    tools = [
+        list_files,
+        read_file,
+        write_file,
+        edit_file,
+        compile_workspace,
+        verify,
+        profile,
+        submit,
+        list_skills,
+        read_skill,
+    ]
+    if shell_enabled:
+        tools.append(shell)
+    return tools
+
+
+__all__ = [
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolOutput",
+    "ToolReply",
+    "ToolSettings",
+    "Toolbox",
+    "default_tools",
+    "tool",
+]

@@ -1,0 +1,99 @@
+"""Where a workspace keeps its tuned values, and writing the winner back.
+
+Runtime mode: a module-level dict literal `TUNE = {"BLOCK": 256, ...}` in model_new.py, read by
+`forward` on every call; the tuner sets its entries between measurements and rewrites the
+literal with the winner. Define mode: `kernels/tune_config.h`, one `#define` per parameter
+(each inside `#ifndef`, so a `-D` flag still wins), included by the kernels; each variant is
+built with its own copy of that header, and the winner's is written back.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from agent.tune.space import Config
+
+TUNE_NAME = "TUNE"
+HEADER = "kernels/tune_config.h"
+_DEFINE = re.compile(r"^\s*#\s*define\s+([A-Za-z_][A-Za-z0-9_]*)\s+(-?\d+)\s*$", re.MULTILINE)
+
+
+def _tune_assignment(source: str) -> ast.Assign | None:
+    tree = ast.parse(source)
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == TUNE_NAME
+        ):
+            return node
+    return None
+
+
+def read_tune_literal(path: Path) -> Config | None:
+    """The TUNE dict of model_new.py (int values only), or None when there is none."""
+    try:
+        node = _tune_assignment(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None
+    if node is None:
+        return None
+    try:
+        value = ast.literal_eval(node.value)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    return {str(k): int(v) for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def write_tune_literal(path: Path, values: Config) -> None:
+    """Replace the values of the TUNE literal's keys, keeping any other key as it was."""
+    path = Path(path)
+    source = path.read_text(encoding="utf-8")
+    node = _tune_assignment(source)
+    if node is None or not isinstance(node.value, ast.Dict):
+        raise ValueError(
+            f"{path.name} has no top-level `TUNE = {{...}}` dict literal to write the tuned values into"
+        )
+    current = ast.literal_eval(node.value)
+    merged = {**current, **values}
+    literal = "{" + ", ".join(f'"{k}": {v!r}' for k, v in merged.items()) + "}"
+    lines = source.splitlines(keepends=True)
+    start, end = node.value.lineno - 1, (node.value.end_lineno or node.value.lineno) - 1
+    head = lines[start][: _byte_to_char(lines[start], node.value.col_offset)]
+    tail = lines[end][_byte_to_char(lines[end], node.value.end_col_offset or 0) :]
+    lines[start : end + 1] = [head + literal + tail]
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def _byte_to_char(line: str, offset: int) -> int:
+    return len(line.encode("utf-8")[:offset].decode("utf-8", "replace"))
+
+
+def header_text(values: Config, note: str = "") -> str:
+    lines = [
+        "// Written by the tuner (agent tune): the values of kernels/tune.json's parameters.",
+        *([f"// {note}"] if note else []),
+        "#pragma once",
+    ]
+    for name, value in values.items():
+        lines += [f"#ifndef {name}", f"#define {name} {int(value)}", "#endif"]
+    return "\n".join(lines) + "\n"
+
+
+def read_tune_header(root: Path) -> Config | None:
+    path = Path(root) / HEADER
+    if not path.is_file():
+        return None
+    return {name: int(value) for name, value in _DEFINE.findall(path.read_text(encoding="utf-8"))}
+
+
+def write_tune_header(root: Path, values: Config, note: str = "") -> Path:
+    path = Path(root) / HEADER
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(header_text(values, note), encoding="utf-8")
+    return path

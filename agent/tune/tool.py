@@ -1,0 +1,106 @@
+"""The agent's `tune` tool, and the table a tuning run comes back as."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.tasks import Task, load_task
+from agent.tune.budget import BudgetSpec
+from agent.tune.models import TuneResult
+from agent.tune.runner import TuneOptions, run_tuning
+from agent.workspace import Workspace
+from sandbox.base import Sandbox
+
+
+def tune_tool(
+    workspace: Workspace | Path,
+    task: Task | Path,
+    sandbox: Sandbox,
+    budget_s: float,
+    *,
+    max_evals: int | None = None,
+    seed: int = 0,
+    use_experience: bool = True,
+    apply: bool = True,
+    sandbox_kind: str = "local",
+    device: str = "cuda",
+    experience_path: Path | None = None,
+) -> str:
+    """Search the parameters declared in kernels/tune.json for the fastest correct values.
+
+    Spends at most `budget_s` seconds (compile, measurements and the final paired re-timing
+    included) and `max_evals` measured points. Every point's output is checked against the
+    reference; the winner must beat the current values (the untuned start, measured first)
+    in paired re-timing, and is written back (runtime mode: the TUNE dict in model_new.py;
+    define mode: kernels/tune_config.h). Returns a table the model reads.
+    """
+    ws = workspace if isinstance(workspace, Workspace) else Workspace.open(Path(workspace))
+    loaded = task if isinstance(task, Task) else load_task(Path(task))
+    options = TuneOptions(
+        budget=BudgetSpec(wall_seconds=budget_s, max_evals=max_evals),
+        seed=seed,
+        use_experience=use_experience,
+        apply=apply,
+        device=device,
+        experience_path=experience_path,
+    )
+    return render(run_tuning(loaded, ws, sandbox, options, sandbox_kind=sandbox_kind))
+
+
+def render(result: TuneResult, top: int = 8) -> str:
+    """What the model reads: the space, the budget spent, default vs best, the top points, failures."""
+    if result.outcome is None:
+        head = f"tuning did not run: {result.message}"
+        if result.space_points:
+            head += f"\n(space: {result.space_points} valid points of {result.space_total}; {result.space_rejected})"
+        return head
+    outcome = result.outcome
+    usage = outcome.usage
+    lines = [
+        f"tuned {result.task} ({result.mode} mode) on {result.device or 'unknown device'}: "
+        f"{result.space_points} valid points of {result.space_total} ({result.space_rejected})",
+        f"spent {usage.evaluations} evaluations, {usage.gpu_seconds:.1f} GPU-s, {usage.wall_seconds:.1f} s wall "
+        f"(compile {usage.compile_seconds:.1f} s); budget {result.budget.describe() if result.budget else '-'}; "
+        f"stopped: {outcome.stop_reason}",
+    ]
+    if result.warm_start:
+        sources = "; ".join(
+            f"run {w.run_id} {w.task_name} (similarity {w.similarity}, {w.reason})" for w in result.warm_start
+        )
+        lines.append(f"warm start from {sources}")
+    phases = ", ".join(f"{k} {v}" for k, v in outcome.phases.items())
+    lines.append(f"evaluations by phase: {phases}")
+    default_ms = f"{outcome.default_ms:.4f} ms" if outcome.default_ms else "FAILED"
+    lines.append(f"default  {outcome.default_key:<24} {default_ms}")
+    if outcome.best_key is None:
+        lines.append("best     none: no configuration produced a correct output")
+    else:
+        speed = f"  {outcome.speedup:.3f}x the default" if outcome.speedup else ""
+        lines.append(f"best     {outcome.best_key:<24} {outcome.best_ms:.4f} ms{speed}")
+    if outcome.finalists:
+        lines.append(
+            "final paired re-timing (median over rounds; ratio = time / default's in the same round):"
+        )
+        for f in outcome.finalists:
+            ratio = f"{f.ratio_to_default:.3f}" if f.ratio_to_default is not None else "-"
+            spread = f"±{f.spread / 2:.1%}" if f.spread is not None else ""
+            paired = f"{f.paired_ms:.4f}" if f.paired_ms is not None else "-"
+            mark = " (default)" if f.is_default else ""
+            lines.append(f"  {f.key:<24} paired {paired} ms  ratio {ratio} {spread}{mark}")
+    names = list(outcome.history[0].config) if outcome.history else []
+    ok = sorted((m for m in outcome.history if m.ok), key=lambda m: m.time_ms or 0.0)
+    if ok:
+        lines.append(f"top {min(top, len(ok))} of {len(ok)} correct points ({', '.join(names)}):")
+        lines.append("  rank  " + "  ".join(f"{n:>8}" for n in names) + "   median_ms   vs default")
+        for rank, m in enumerate(ok[:top], 1):
+            vs = f"{outcome.default_ms / m.time_ms:.3f}x" if outcome.default_ms and m.time_ms else "-"
+            values = "  ".join(f"{m.config[n]:>8}" for n in names)
+            lines.append(f"  {rank:>4}  {values}   {m.time_ms:>9.4f}   {vs}")
+    failed = [m for m in outcome.history if not m.ok]
+    if failed:
+        lines.append(f"{len(failed)} point(s) failed:")
+        for m in failed[:5]:
+            lines.append(f"  {m.key:<24} {m.status}: {m.error[:160]}")
+    if result.applied:
+        lines.append(f"applied: {result.applied}. Run verify again to confirm the tuned solution.")
+    return "\n".join(lines)

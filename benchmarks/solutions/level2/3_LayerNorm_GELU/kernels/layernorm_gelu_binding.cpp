@@ -1,0 +1,36 @@
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/types.h>
+
+#include "../binding_registry.h"
+
+extern "C" cudaError_t layernorm_gelu_launch(const float* x, const float* w, const float* b, float* y,
+                                             int64_t rows, int64_t cols, float eps, cudaStream_t stream);
+
+// gelu(layer_norm(x)) over the last dimension, with affine weight and bias.
+static torch::Tensor layer_norm_gelu(const torch::Tensor& x, const torch::Tensor& weight,
+                                     const torch::Tensor& bias, double eps) {
+  TORCH_CHECK(x.is_cuda() && weight.is_cuda() && bias.is_cuda(), "layer_norm_gelu: tensors must be on CUDA");
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32 &&
+                  bias.scalar_type() == torch::kFloat32,
+              "layer_norm_gelu: tensors must be float32");
+  TORCH_CHECK(x.dim() >= 1, "layer_norm_gelu: x must have at least one dimension");
+  const int64_t cols = x.size(-1);
+  TORCH_CHECK(weight.numel() == cols && bias.numel() == cols,
+              "layer_norm_gelu: weight and bias must have as many elements as x's last dimension");
+  auto xc = x.contiguous();
+  auto wc = weight.contiguous();
+  auto bc = bias.contiguous();
+  auto y = torch::empty_like(xc);
+  const int64_t rows = cols == 0 ? 0 : xc.numel() / cols;
+  cudaError_t err = layernorm_gelu_launch(xc.data_ptr<float>(), wc.data_ptr<float>(),
+                                          bc.data_ptr<float>(), y.data_ptr<float>(), rows, cols,
+                                          static_cast<float>(eps),
+                                          c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "layernorm_gelu_launch failed: ", cudaGetErrorString(err));
+  return y;
+}
+
+REGISTER_BINDING(layernorm_gelu) {
+  m.def("layer_norm_gelu", &layer_norm_gelu, "gelu(LayerNorm(x)) over the last dimension");
+}

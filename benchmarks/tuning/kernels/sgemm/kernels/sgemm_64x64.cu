@@ -1,0 +1,4 @@
+// The BM=64, BN=64 instantiations, in a file of their own so they compile in parallel.
+#include "sgemm_impl.cuh"
+
+SGEMM_INSTANCE(64, 64)

@@ -1,0 +1,26 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Sum over dim 1 of [B, R, C], keepdim (a strided column reduction)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sum(x, dim=1, keepdim=True)
+
+
+B = 16
+R = 4096
+C = 1024
+
+
+def get_inputs():
+    x = torch.randn(B, R, C)
+    return [x]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,25 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Exact (erf) GELU, elementwise."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(x)
+
+
+R = 2048
+C = 1024
+
+
+def get_inputs():
+    x = torch.randn(R, C)
+    return [x]
+
+
+def get_init_inputs():
+    return []

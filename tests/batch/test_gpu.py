@@ -1,0 +1,49 @@
+"""On a GPU machine (`pytest -m gpu tests/batch`): the batch judges some of our benchmark solutions
+with the real referee, on every visible GPU (at most two), and each gets its expected verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agent.batch.models import BatchConfig, EvalOptions
+from agent.batch.runner import BatchRunner
+from agent.batch.scheduler import visible_gpus
+from agent.batch.store import Store
+from tests.batch.helpers import REPO
+
+SOLUTIONS = REPO / "benchmarks" / "solutions" / "level1"
+PICKED = ["19_ReLU", "19_ReLU__broken_compile_error", "23_Softmax", "23_Softmax__broken_zeros", "26_GELU"]
+
+
+@pytest.mark.gpu
+def test_batch_judges_benchmark_solutions_on_the_gpus(tmp_path: Path) -> None:
+    sols = tmp_path / "solutions" / "level1"
+    for name in PICKED:
+        shutil.copytree(SOLUTIONS / name, sols / name)
+    gpus = visible_gpus()[:2]
+    config = BatchConfig(
+        tasks=[REPO / "benchmarks" / "tasks" / "level1"],
+        mode="solutions",
+        solutions=sols.parent,
+        out=tmp_path / "out",
+        store=tmp_path / "out" / "store.sqlite",
+        gpus=gpus,
+        compile_workers=os.cpu_count() or 1,
+        concurrency=(os.cpu_count() or 1) + 2 * len(gpus),
+        eval=EvalOptions(),
+    )
+    summary = BatchRunner(config).run()
+    with Store(config.store) as store:
+        results = {f"{r.task_name}__{r.candidate}".removesuffix("__base"): r for r in store.results()}
+    assert set(results) == set(PICKED), summary
+    for name, rec in results.items():
+        expected = SOLUTIONS / name / "expected.json"
+        want = json.loads(expected.read_text())["verdict"] if expected.is_file() else "correct"
+        assert rec.verdict == want, f"{name}: {rec.verdict} ({rec.error})"
+        if want == "correct":
+            assert rec.speedup_eager is not None and rec.speedup_compile is not None and rec.gpu_s > 0

@@ -1,0 +1,80 @@
+"""The Ray executor on a local Ray instance (this CPU machine, two logical GPUs): evaluations run in
+Ray workers with one GPU each, results come back to the driver, which alone writes the store."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.batch.runner import BatchRunner
+from agent.batch.store import Store
+from tests.batch.helpers import (
+    assert_gpu_exclusive,
+    fake_config,
+    make_tasks,
+    make_workspace_solution,
+    read_log,
+)
+
+ray = pytest.importorskip(
+    "ray", reason="ray is not installed: pip install 'kernel-agent[ray]' to run the Ray tests"
+)
+
+
+@pytest.fixture(scope="module")
+def ray_evaluator() -> Iterator[Any]:
+    from agent.batch.executors.ray import RayEvaluator
+    from agent.batch.fakes import fake_compile, fake_judge
+
+    ray.init(
+        num_cpus=2,
+        num_gpus=2,  # logical GPUs: Ray schedules them and sets CUDA_VISIBLE_DEVICES as on a GPU node
+        include_dashboard=False,
+        object_store_memory=100 * 1024 * 1024,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+    )
+    evaluator = RayEvaluator(compile_fn=fake_compile, judge_fn=fake_judge, eval_timeout_s=300)
+    try:
+        yield evaluator
+    finally:
+        evaluator.close()
+        ray.shutdown()
+
+
+def test_a_batch_on_ray_uses_one_gpu_per_evaluation_and_the_driver_writes_the_store(
+    tmp_path: Path, ray_evaluator: Any
+) -> None:
+    specs: dict[str, dict[str, Any]] = {
+        f"{i}_T{i}": {"speedup_eager": 1.0 + i / 10, "judge_s": 0.5} for i in range(1, 7)
+    }
+    specs["7_NoBuild"] = {"compile": "error"}
+    specs["8_Raise"] = {"crash": "raise"}
+    tasks = make_tasks(tmp_path / "tasks", {1: list(specs)})
+    for name, spec in specs.items():
+        make_workspace_solution(tmp_path / "sols", 1, name, spec)
+    log = tmp_path / "log.jsonl"
+    config = fake_config(
+        tmp_path, tasks, tmp_path / "sols", executor="ray", concurrency=4, extra={"log": str(log)}
+    )
+    summary = BatchRunner(config, evaluator=ray_evaluator).run()
+    assert summary.counts == {"correct": 6, "compile_error": 1, "error": 1}
+
+    entries = read_log(log)
+    assert len(entries) == 6
+    assert_gpu_exclusive(entries)
+    assert {e["gpu"] for e in entries} == {"0", "1"}
+    assert all(e["pid"] != os.getpid() for e in entries)  # judged in Ray workers
+    assert all("kernel-agent-ray" in e["solution"] for e in entries)  # on files shipped to the worker
+
+    with Store(config.store) as store:
+        results = {r.task_name: r for r in store.results()}
+        assert len(store.runs()) == 1
+    assert results["6_T6"].speedup_eager == pytest.approx(1.6)
+    assert "fake judge crashed" in (results["8_Raise"].error or "")
+    # the recorded solution is the driver's copy, not the worker's temporary one
+    assert Path(results["1_T1"].solution_path or "").is_dir()

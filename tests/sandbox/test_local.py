@@ -1,0 +1,230 @@
+"""What only the local sandbox does: finding what the machine allows, saying what it could not
+set up, and the fallbacks (RLIMIT_NPROC, RLIMIT_AS) that apply when cgroups are not writable."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import sandbox.local as local_module
+from sandbox.base import SandboxError
+from sandbox.cgroups import CgroupPlan
+from sandbox.local import LocalSandbox
+from tests.sandbox.conftest import wait_until_gone
+
+MiB = 1 << 20
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/setup-docker.sh installs it)"
+)
+
+
+@pytest.fixture
+def open_local(workspace: Path, tmp_path: Path) -> Iterator:
+    opened: list[LocalSandbox] = []
+
+    def make(**options: object) -> LocalSandbox:
+        box = LocalSandbox(workspace=workspace, cache_dir=tmp_path / "cache", **options)  # type: ignore[arg-type]
+        opened.append(box)
+        return box
+
+    yield make
+    for box in opened:
+        box.close()
+
+
+@pytest.fixture
+def no_cgroups(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_module, "_cgroup_plan", CgroupPlan(reason="switched off by the test"))
+
+
+@needs_bwrap
+def test_this_machine_gets_full_isolation(open_local) -> None:
+    iso = open_local().isolation()
+    assert iso.filesystem and "read-only root" in iso.filesystem
+    assert iso.network and "network namespace" in iso.network
+    assert iso.host_processes_hidden == "own pid namespace"
+    assert iso.processes is not None
+
+
+def test_without_bwrap_the_gaps_are_stated(open_local, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_which = shutil.which
+    monkeypatch.setattr(
+        local_module.shutil, "which", lambda name: None if name == "bwrap" else real_which(name)
+    )
+    box = open_local()
+    line = box.describe()
+    assert "filesystem: NOT enforced" in line and "host processes: NOT enforced" in line
+    assert "bwrap is not installed" in line
+    assert box.isolation().network is not None or "no network namespace" in line
+    assert box.exec(["sh", "-c", "echo works"], timeout=10).stdout == "works\n"
+
+
+def test_isolation_bwrap_fails_loudly_when_missing(open_local, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local_module.shutil, "which", lambda name: None)
+    with pytest.raises(SandboxError, match="apt-get install bubblewrap"):
+        open_local(isolation="bwrap")
+
+
+def test_a_broken_bwrap_is_reported(open_local, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_which = shutil.which
+    monkeypatch.setattr(
+        local_module.shutil, "which", lambda name: "/bin/false" if name == "bwrap" else real_which(name)
+    )
+    assert "bwrap does not work here" in open_local().describe()
+
+
+@needs_bwrap
+def test_home_run_and_host_tmp_are_hidden(open_local) -> None:
+    secret = Path.home() / f".ka-secret-{uuid.uuid4().hex[:8]}"
+    host_tmp = Path("/tmp") / f"ka-host-tmp-{uuid.uuid4().hex[:8]}"
+    secret.write_text("api-key")
+    host_tmp.write_text("host")
+    try:
+        box = open_local()
+        for path in (secret, host_tmp):
+            assert box.exec(["cat", str(path)], timeout=10).returncode != 0, f"{path} is visible"
+        if Path("/run/docker.sock").exists():  # a root shell on the host, if it were reachable
+            assert not box.exec(["test", "-e", "/run/docker.sock"], timeout=10).ok
+    finally:
+        secret.unlink()
+        host_tmp.unlink()
+
+
+@needs_bwrap
+def test_private_tmp_lasts_for_the_sandbox(open_local) -> None:
+    box = open_local()
+    name = f"ka-{uuid.uuid4().hex[:8]}"
+    assert box.exec(["sh", "-c", f"echo kept > /tmp/{name}"], timeout=10).ok
+    assert box.exec(["cat", f"/tmp/{name}"], timeout=10).stdout == "kept\n"
+    assert not Path("/tmp", name).exists()
+    assert Path(box.tmp_path, name).read_text() == "kept\n"
+    box.close()
+    assert not Path(box.tmp_path).exists()
+
+
+def test_put_file_refuses_paths_outside_the_writable_places(open_local) -> None:
+    box = open_local()
+    with pytest.raises(PermissionError, match="outside the sandbox"):
+        box.put_file("/etc/ka-should-not-exist", b"x")
+    box.put_file(f"{box.cache_path}/ok/file", b"x")
+    assert Path(box.cache_path, "ok/file").read_bytes() == b"x"
+
+
+def test_per_command_cgroups_are_removed(open_local) -> None:
+    plan = local_module.cgroup_plan()
+    if not plan.pids:
+        pytest.skip(f"no writable pids cgroup here: {plan.reason}")
+    box = open_local()
+    box.exec(["sh", "-c", "sleep 600 & echo x"], timeout=10)
+    leftovers = [
+        p for parent in plan.parents.values() for p in Path(parent).glob(f"kernel-agent-{box._id}-*")
+    ]
+    assert leftovers == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="checks what root gets without a pids cgroup")
+def test_without_a_pids_cgroup_root_gets_no_fork_bomb_limit_and_is_told(open_local, no_cgroups: None) -> None:
+    box = open_local(pids_limit=64)
+    assert box.isolation().processes is None
+    assert "RLIMIT_NPROC never binds root" in box.describe()
+    # No bomb here: unlimited, it would exhaust the machine's pids for every other process.
+
+
+@pytest.mark.skipif(
+    os.geteuid() == 0, reason="RLIMIT_NPROC never binds root; run as another user to check it"
+)
+def test_rlimit_nproc_fallback_contains_a_fork_bomb(open_local, no_cgroups: None) -> None:
+    box = open_local(pids_limit=64)
+    assert (box.isolation().processes or "").startswith("RLIMIT_NPROC")
+    marker = f"fork-bomb-{uuid.uuid4().hex[:8]}"
+    result = box.exec(["sh", "-c", "f() { f | f & }; f; sleep 30", marker], timeout=5)
+    assert not result.ok and "Cannot fork" in result.stderr
+    assert wait_until_gone(marker) == []
+    assert box.exec(["echo", "next"], timeout=10).ok
+
+
+def test_rlimit_as_fallback_limits_memory_without_a_gpu(open_local, no_cgroups: None) -> None:
+    box = open_local(memory_limit=768 * MiB, gpus=None)
+    assert (box.isolation().memory or "").startswith("RLIMIT_AS")
+    result = box.exec([box.python, "-c", "x = bytearray(1 << 30)"], timeout=60)
+    assert not result.ok and "MemoryError" in result.stderr
+
+
+def test_no_memory_limit_with_a_gpu_and_no_cgroup_is_stated(open_local, no_cgroups: None) -> None:
+    box = open_local(isolation="none")
+    box._gpu_nodes = ["/dev/nvidia0"]  # as on a GPU machine
+    iso = box.isolation()
+    assert iso.memory is None
+    assert any("RLIMIT_AS breaks the CUDA driver" in note for note in iso.notes)
+
+
+def test_cpu_time_limit_is_reported(open_local) -> None:
+    box = open_local(cpu_time_limit=1)
+    result = box.exec([box.python, "-c", "while True: pass"], timeout=30)
+    assert "cpu_time" in result.limits_hit, result
+    assert result.duration_s < 10
+
+
+def test_file_size_limit_is_reported(open_local, workspace: Path) -> None:
+    box = open_local(file_size_limit=1 * MiB)
+    result = box.exec(["sh", "-c", "head -c 3000000 /dev/zero > big.bin"], timeout=30)
+    assert "file_size" in result.limits_hit, result
+    assert (workspace / "big.bin").stat().st_size <= 1 * MiB
+
+
+def test_gpus_none_hides_the_gpu(open_local) -> None:
+    box = open_local(gpus=None)
+    shown = box.exec(
+        ["sh", "-c", 'echo "[$CUDA_VISIBLE_DEVICES]"; ls /dev | grep -c nvidia || true'], timeout=10
+    )
+    assert shown.stdout.splitlines()[0] == "[]"
+    if box._bwrap:
+        assert shown.stdout.splitlines()[1] == "0"
+
+
+@pytest.mark.gpu
+def test_gpu_runs_inside_the_local_sandbox(open_local) -> None:
+    box = open_local()
+    code = "import torch; x = torch.arange(1000, device='cuda'); print(int(x.sum()))"
+    result = box.exec([box.python, "-c", code], timeout=300)
+    assert result.ok, result.stderr[-2000:]
+    assert result.stdout.strip() == "499500"
+
+
+@pytest.mark.gpu
+def test_gpu_is_invisible_with_gpus_none(open_local) -> None:
+    box = open_local(gpus=None)
+    result = box.exec([box.python, "-c", "import torch; print(torch.cuda.is_available())"], timeout=300)
+    assert result.stdout.strip() == "False"
+
+
+def test_without_prlimit_the_limits_still_apply(open_local, workspace: Path) -> None:
+    box = open_local(file_size_limit=1 * MiB)
+    box._prlimit = None  # as on a machine without util-linux's prlimit: a preexec_fn sets them
+    assert "preexec_fn" in box.describe()
+    result = box.exec(["sh", "-c", "head -c 3000000 /dev/zero > big.bin"], timeout=30)
+    assert "file_size" in result.limits_hit, result
+    if local_module.cgroup_plan().pids:
+        bomb = box.exec(["sh", "-c", "f() { f | f & }; f; sleep 30"], timeout=3)
+        assert "pids" in bomb.limits_hit
+
+
+def test_private_tmp_dirs_of_dead_harnesses_are_removed(open_local, monkeypatch: pytest.MonkeyPatch) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = Path(tempfile.mkdtemp(prefix=f"kernel-agent-tmp-{dead.pid}-"))
+    alive = Path(tempfile.mkdtemp(prefix=f"kernel-agent-tmp-{os.getpid()}-"))
+    monkeypatch.setattr(local_module, "_stale_tmp_checked", False)
+    try:
+        open_local()
+        assert not stale.exists() and alive.exists()
+    finally:
+        shutil.rmtree(stale, ignore_errors=True)
+        shutil.rmtree(alive, ignore_errors=True)
