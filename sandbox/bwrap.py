@@ -27,18 +27,21 @@ def bwrap_prefix(
     args += ["--bind", private_tmp, "/tmp"]
     for node in gpu_nodes:
         args += ["--dev-bind", node, node]
+    hidden = [Path("/tmp"), Path("/run")]
     home = Path.home().resolve()
     if hide_home and home != Path("/") and home.is_dir():
         args += ["--tmpfs", str(home)]
-        # What the sandbox must still run from home: the python and the worker scripts.
-        keep = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(sys.executable).resolve().parent)}
-        keep |= {str(WORKERS_DIR), *(str(p) for p in ro_paths)}
-        bound: list[Path] = []
-        for resolved in sorted({Path(p).resolve() for p in keep}):
-            nested = any(resolved.is_relative_to(outer) for outer in bound)
-            if resolved.is_relative_to(home) and resolved.exists() and not nested:
-                bound.append(resolved)
-                args += ["--ro-bind", str(resolved), str(resolved)]
+        hidden.append(home)
+    # What the sandbox must still run from a hidden place (home, or /tmp when the checkout
+    # lives there): the python and the worker scripts, read-only.
+    keep = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(sys.executable).resolve().parent)}
+    keep |= {str(WORKERS_DIR), *(str(p) for p in ro_paths)}
+    bound: list[Path] = []
+    for resolved in sorted({Path(p).resolve() for p in keep}):
+        nested = any(resolved.is_relative_to(outer) for outer in bound)
+        if any(resolved.is_relative_to(h) for h in hidden) and resolved.exists() and not nested:
+            bound.append(resolved)
+            args += ["--ro-bind", str(resolved), str(resolved)]
     for path in writable:
         args += ["--bind", path, path]
     if os.geteuid() == 0:
