@@ -79,12 +79,24 @@ class Store:
         )
         self._db.row_factory = sqlite3.Row
         self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = self._enable_wal(busy_timeout_s)
         if str(mode).lower() != "wal":
             raise StoreError(f"{self.path}: SQLite refused WAL mode ({mode}); is it on a network filesystem?")
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.execute("PRAGMA foreign_keys = ON")
         self.migrate()
+
+    def _enable_wal(self, busy_timeout_s: float) -> str:
+        # Switching to WAL needs an exclusive lock, and SQLite answers "database is locked" at
+        # once, without its busy handler, while another process opens the same new store.
+        deadline = time.monotonic() + busy_timeout_s
+        while True:
+            try:
+                return str(self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def close(self) -> None:
         with self._lock:
