@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -26,10 +25,11 @@ def prompts_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """Build caches, baseline timings and other reusable state (KERNEL_AGENT_CACHE overrides)."""
-    root = os.environ.get("KERNEL_AGENT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kernel-agent"
-    )
-    path = Path(root)
+    """Build caches, baseline timings and other reusable state (KERNEL_AGENT_CACHE overrides).
+
+    The same folder the local sandbox builds in: one rule, owned by the lower layer."""
+    from sandbox.local import default_cache_dir
+
+    path = default_cache_dir()
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -52,6 +52,7 @@ _stale_tmp_checked = False
 
 
 def default_cache_dir() -> Path:
+    """Where builds and reusable state live: KERNEL_AGENT_CACHE, else $XDG_CACHE_HOME or ~/.cache."""
     root = os.environ.get("KERNEL_AGENT_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kernel-agent"
     )
