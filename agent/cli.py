@@ -17,7 +17,7 @@ app = typer.Typer(
     help="Make PyTorch modules faster with CUDA C++ extensions written by an LLM agent, judged by a trusted referee.",
 )
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # paths in messages stay whole
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the pydantic result as JSON.")]
 SandboxOpt = Annotated[

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # paths in messages stay whole
 
 
 def _console() -> Console:
@@ -75,6 +75,15 @@ def batch_command(
     compile_workers: Annotated[
         int | None, typer.Option(help="Concurrent builds (default: CPU cores).", rich_help_panel=SCHED)
     ] = None,
+    evals_per_gpu: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Evaluations judged at once on each GPU; the referee keeps their timings exclusive "
+            "(the docker sandbox: always 1).",
+            rich_help_panel=SCHED,
+        ),
+    ] = 4,
     executor: Annotated[str, typer.Option(help="local or ray.", rich_help_panel=SCHED)] = "local",
     address: Annotated[
         str | None, typer.Option(help="Ray cluster address (with --executor ray).", rich_help_panel=SCHED)
@@ -133,8 +142,14 @@ def batch_command(
             "[yellow]no CUDA GPU is visible here: solutions are compiled, and every verdict is no_gpu "
             "(recorded as errors, redone by a rerun on a GPU machine)[/]"
         )
+    if evals_per_gpu > 1 and sandbox == "docker":
+        err_console.print(
+            "[yellow]--sandbox docker: its containers cannot take the GPU gates, so each GPU judges "
+            "one evaluation at a time (--evals-per-gpu ignored)[/]"
+        )
     workers = compile_workers or os.cpu_count() or 1
-    default_concurrency = 8 if model else workers + 2 * max(1, len(gpu_list))
+    # Every GPU slot busy, with one compiled candidate more per slot waiting behind it.
+    default_concurrency = 8 if model else workers + 2 * evals_per_gpu * max(1, len(gpu_list))
     config = BatchConfig(
         tasks=tasks,
         mode="agent" if model else "solutions",
@@ -146,6 +161,7 @@ def batch_command(
         gpus=gpu_list,
         concurrency=concurrency or default_concurrency,
         compile_workers=workers,
+        evals_per_gpu=evals_per_gpu,
         executor=executor,  # type: ignore[arg-type]
         address=address,
         eval=EvalOptions(

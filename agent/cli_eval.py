@@ -16,7 +16,7 @@ from rich.console import Console
 EXIT_FAILED, EXIT_USAGE, EXIT_NO_GPU = 1, 2, 3
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # paths in messages stay whole
 
 
 def eval_command(

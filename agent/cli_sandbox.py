@@ -10,7 +10,7 @@ from rich.console import Console
 from sandbox.base import SandboxError
 
 sandbox_app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # paths in messages stay whole
 
 
 def _default_tag() -> str:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from agent.judging import Referee
     from agent.models.base import Model
 
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # paths in messages stay whole
 console = Console()
 
 DEFAULT_MODEL = "anthropic:claude-sonnet-5-5"

@@ -12,11 +12,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent.divergence import DEFAULT_RUN_TO_RUN_CV
+
 if TYPE_CHECKING:
     from agent.replay import ReplayReport
 
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # paths in messages stay whole
 
 TranscriptArg = Annotated[Path, typer.Argument(help="A transcript.jsonl written by `agent solve`.")]
 
@@ -50,9 +52,21 @@ def replay_command(
         typer.Option("--out", help="Folder for the replay's own run (default: a new temporary one)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    run_to_run_cv: Annotated[
+        float,
+        typer.Option(
+            "--run-to-run-cv",
+            min=0.0,
+            max=0.5,
+            help="Relative run-to-run spread of a speedup (0.03 = 3%); the default was measured on the H200 "
+            "(benchmarks/results/eval_bench_h200.md). Two speedups agree within their in-run bands or "
+            "within 3 sigma of this spread; 0 keeps the in-run bands alone.",
+        ),
+    ] = DEFAULT_RUN_TO_RUN_CV,
 ) -> None:
     """Re-run a recorded transcript's turns on this machine and report where tool results diverge
     (compile outcome, verdict, files, speedup beyond noise). Exit code 0: no divergence; 1: divergence."""
+    from agent.divergence import NoiseRule
     from agent.replay import ReplayError, rejudge_final, replay_run
     from agent.solve import SolveError
     from agent.transcript import TranscriptError
@@ -61,10 +75,20 @@ def replay_command(
     if out is not None and out.exists() and any(out.iterdir()):
         _fail(f"--out {out}: the folder exists and is not empty; pick a new one")
     target = out or Path(tempfile.mkdtemp(prefix="agent-replay-"))
-    run = rejudge_final if final_only else replay_run
-    options = {} if final_only else {"stop_at_first_divergence": stop_at_first_divergence}
+    noise = NoiseRule(run_to_run_cv=run_to_run_cv)
     try:
-        report = run(transcript, out=target, sandbox=sandbox, arch=arch, task=task, **options)
+        if final_only:
+            report = rejudge_final(transcript, out=target, sandbox=sandbox, arch=arch, task=task, noise=noise)
+        else:
+            report = replay_run(
+                transcript,
+                out=target,
+                sandbox=sandbox,
+                arch=arch,
+                task=task,
+                stop_at_first_divergence=stop_at_first_divergence,
+                noise=noise,
+            )
     except (TranscriptError, ReplayError, SolveError, SandboxError) as exc:
         _fail(str(exc))
     (target / "replay.json").write_text(report.model_dump_json(indent=2))
@@ -77,11 +101,14 @@ def replay_command(
 
 def print_report(report: ReplayReport, out: Console) -> None:
     table = Table(title=f"replay of {report.transcript} ({report.mode})")
-    for column in ("step", "turn", "tool", "call", "result", "differences"):
+    for column in ("step", "turn", "tool", "call", "result", "differences", "speedups"):
         table.add_column(column, overflow="fold")
     for step in report.steps:
         style = "green" if step.status == "match" else "red"
-        differences = "\n".join(f"{d.kind}: {d.recorded} → {d.replayed}" for d in step.differences)
+        differences = "\n".join(
+            f"{d.kind}: {d.recorded} → {d.replayed}" for d in step.differences if d.kind != "speedup"
+        )
+        speedups = "\n".join(check.describe() for check in step.speedups)
         table.add_row(
             str(step.index),
             str(step.turn),
@@ -89,12 +116,14 @@ def print_report(report: ReplayReport, out: Console) -> None:
             step.call_id,
             Text(step.status, style=style),
             Text(differences),
+            Text(speedups),
         )
     out.print(table)
     out.print(
         f"recorded on {report.recorded_gpu or 'no GPU'}, replayed on {report.replay_gpu or 'no GPU'}",
         highlight=False,
     )
+    out.print(f"rule: {report.noise.describe()}", highlight=False)
     out.print(f"replay output: {report.out}", highlight=False)
     mark = "[red]✗[/]" if report.diverged else "[green]✓[/]"
     out.print(f"{mark} {report.summary()}", highlight=False)

@@ -65,7 +65,7 @@ def tune_command(
     from agent.workspace import Workspace, WorkspaceError
     from sandbox.base import SandboxError, open_sandbox
 
-    err = Console(stderr=True)
+    err = Console(stderr=True, soft_wrap=True)
 
     def fail(message: str) -> None:
         err.print(f"[bold red]error:[/] {message}", highlight=False)

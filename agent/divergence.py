@@ -2,15 +2,38 @@
 
 What counts: the compile outcome (ok or failed), the referee's verdict, the files judged (content
 hash), the speedups beyond noise, and the exact text of deterministic tools (file and skill tools).
-Timings, build logs and durations are not compared. Two speedups agree when they differ by no more
-than the sum of their noise half-widths (the referee's `low`..`high` band around each median).
+Timings, build logs and durations are not compared.
+
+Two speedups a and b (same step, same baseline) agree when either holds:
+
+1. in-run: |a - b| <= a.half_width + b.half_width, the referee's `low`..`high` band around each
+   median (half the IQR of that run's repetitions, at least agent.referee's 2% floor);
+2. run-to-run: |a - b| <= k * sqrt(2) * cv * (a + b) / 2.
+
+The in-run band only sees the spread inside one process; a replay is another process, whose median
+moves by more. `cv` is that between-run spread, relative to the speedup: by default 1.58%, the CV
+of the speedup vs eager over 5 evaluations of one solution in separate processes on the H200
+(benchmarks/results/eval_bench_h200.md, `python benchmarks/eval_bench.py`); `agent replay
+--run-to-run-cv` overrides it (0 keeps the in-run rule alone). Two independent runs each with
+relative standard deviation cv differ by a standard deviation of sqrt(2) * cv * mean; k = 3 sigma
+makes a false divergence about 0.3% likely per speedup compared (under a normal spread), at most
+about 2% for a replay with six speedups (three timed steps, two baselines). k = 2 would raise a
+false alarm in one replay in eight to one in four. The default was measured with the baselines
+cached, so it is the candidate's spread alone, which is what a replay on the recording machine sees
+(the baselines come from the same cache); on another machine the baselines are timed again and
+their spread adds. docs/transcript-format.md ("When two speedups agree") has a worked example.
+
+Whatever the tolerance, a speedup that crosses 1.0 outside noise (one band wholly above 1.0, the
+other wholly below) diverges: the referee would call one run faster and the other slower. A change
+of verdict, compile outcome or content hash diverges whatever the speedups do.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agent.transcript import EvaluationEvent, ToolResultEvent, Transcript
 
@@ -18,6 +41,10 @@ DETERMINISTIC_TOOLS = frozenset(
     {"list_files", "read_file", "write_file", "edit_file", "list_skills", "read_skill"}
 )
 _EPS = 1e-9
+
+DEFAULT_RUN_TO_RUN_CV = 0.0158
+"""benchmarks/results/eval_bench_h200.md: CV of the speedup vs eager over 5 evaluations, H200."""
+DEFAULT_SIGMAS = 3.0
 
 
 class SpeedupBand(BaseModel):
@@ -31,6 +58,88 @@ class SpeedupBand(BaseModel):
 
     def describe(self) -> str:
         return f"{self.value:.2f}x ±{self.half_width:.2f}"
+
+
+class NoiseRule(BaseModel):
+    """How far apart two speedups may be and still agree (see the module's docstring)."""
+
+    run_to_run_cv: float = Field(default=DEFAULT_RUN_TO_RUN_CV, ge=0.0, lt=1.0)
+    sigmas: float = Field(default=DEFAULT_SIGMAS, gt=0.0)
+
+    def run_to_run_tolerance(self, a: SpeedupBand, b: SpeedupBand) -> float:
+        return self.sigmas * math.sqrt(2) * self.run_to_run_cv * (a.value + b.value) / 2
+
+    def describe(self) -> str:
+        return (
+            f"speedups agree within their in-run bands or within {self.sigmas:g} sigma of a "
+            f"{100 * self.run_to_run_cv:.2f}% run-to-run CV ({self.sigmas:g} * sqrt(2) * cv * mean)"
+        )
+
+
+class SpeedupCheck(BaseModel):
+    """One speedup compared, with the numbers a reader needs to see how close it was."""
+
+    baseline: str
+    recorded: SpeedupBand | None
+    replayed: SpeedupBand | None
+    difference: float | None = None
+    """|recorded - replayed|"""
+    in_run_tolerance: float | None = None
+    run_to_run_tolerance: float | None = None
+    tolerance: float | None = None
+    """The larger of the two: what `difference` had to stay within."""
+    run_to_run_sigmas: float | None = None
+    """`difference` in standard deviations of the difference of two runs (null when cv is 0)."""
+    agree: bool
+    reason: Literal["in-run bands", "run-to-run", "beyond noise", "crosses 1.0", "not timed"]
+
+    def describe(self) -> str:
+        a = self.recorded.describe() if self.recorded else "not timed"
+        b = self.replayed.describe() if self.replayed else "not timed"
+        head = f"vs {self.baseline}: {a} → {b}"
+        if self.difference is None or self.tolerance is None:
+            return f"{head}: not timed on one side"
+        sign = "≤" if self.difference <= self.tolerance + _EPS else ">"
+        sigmas = f", {self.run_to_run_sigmas:.1f} sigma" if self.run_to_run_sigmas is not None else ""
+        return (
+            f"{head}: |Δ| {self.difference:.3f}{sigmas} {sign} tolerance {self.tolerance:.3f} "
+            f"(in-run {self.in_run_tolerance:.3f}, run-to-run {self.run_to_run_tolerance:.3f}): "
+            f"{'agree' if self.agree else 'diverge'} ({self.reason})"
+        )
+
+
+def check_speedup(
+    baseline: str, a: SpeedupBand | None, b: SpeedupBand | None, rule: NoiseRule | None = None
+) -> SpeedupCheck:
+    rule = rule or NoiseRule()
+    if a is None or b is None:
+        return SpeedupCheck(baseline=baseline, recorded=a, replayed=b, agree=False, reason="not timed")
+    difference = abs(a.value - b.value)
+    in_run = a.half_width + b.half_width
+    run_to_run = rule.run_to_run_tolerance(a, b)
+    sigma = run_to_run / rule.sigmas
+    crosses = (a.low > 1.0 and b.high < 1.0) or (a.high < 1.0 and b.low > 1.0)
+    reason: Literal["in-run bands", "run-to-run", "beyond noise", "crosses 1.0"]
+    if crosses:
+        reason = "crosses 1.0"
+    elif difference <= in_run + _EPS:
+        reason = "in-run bands"
+    elif difference <= run_to_run + _EPS:
+        reason = "run-to-run"
+    else:
+        reason = "beyond noise"
+    return SpeedupCheck(
+        baseline=baseline,
+        recorded=a,
+        replayed=b,
+        difference=difference,
+        in_run_tolerance=in_run,
+        run_to_run_tolerance=run_to_run,
+        tolerance=max(in_run, run_to_run),
+        run_to_run_sigmas=difference / sigma if sigma > 0 else None,
+        agree=reason in ("in-run bands", "run-to-run"),
+        reason=reason,
+    )
 
 
 class Observation(BaseModel):
@@ -52,6 +161,7 @@ class Difference(BaseModel):
     kind: Literal["step", "compile", "verdict", "files", "speedup", "result", "outcome"]
     recorded: str
     replayed: str
+    detail: str | None = None
 
 
 class StepComparison(BaseModel):
@@ -61,10 +171,12 @@ class StepComparison(BaseModel):
     call_id: str
     status: Literal["match", "diverge", "missing", "extra"]
     differences: list[Difference] = []
+    speedups: list[SpeedupCheck] = []
+    """Every speedup this step timed on either side, agreeing or not."""
 
 
-def speedups_agree(a: SpeedupBand, b: SpeedupBand) -> bool:
-    return abs(a.value - b.value) <= a.half_width + b.half_width + _EPS
+def speedups_agree(a: SpeedupBand, b: SpeedupBand, rule: NoiseRule | None = None) -> bool:
+    return check_speedup("eager", a, b, rule).agree
 
 
 def observation_from(result: ToolResultEvent, evaluation: EvaluationEvent | None = None) -> Observation:
@@ -121,7 +233,18 @@ def observations(transcript: Transcript) -> list[Observation]:
     return found
 
 
-def compare(recorded: Observation, replayed: Observation) -> list[Difference]:
+def speedup_checks(
+    recorded: Observation, replayed: Observation, rule: NoiseRule | None = None
+) -> list[SpeedupCheck]:
+    return [
+        check_speedup(baseline, recorded.speedups.get(baseline), replayed.speedups.get(baseline), rule)
+        for baseline in sorted(
+            set(recorded.speedups) | set(replayed.speedups), key=lambda name: (name != "eager", name)
+        )
+    ]
+
+
+def compare(recorded: Observation, replayed: Observation, rule: NoiseRule | None = None) -> list[Difference]:
     if (recorded.tool, recorded.call_id) != (replayed.tool, replayed.call_id):
         return [
             Difference(
@@ -147,14 +270,15 @@ def compare(recorded: Observation, replayed: Observation) -> list[Difference]:
         found.append(
             Difference(kind="files", recorded=recorded.content_hash[:12], replayed=replayed.content_hash[:12])
         )
-    for baseline in sorted(set(recorded.speedups) | set(replayed.speedups)):
-        a, b = recorded.speedups.get(baseline), replayed.speedups.get(baseline)
-        if a is None or b is None or not speedups_agree(a, b):
+    for check in speedup_checks(recorded, replayed, rule):
+        if not check.agree:
+            a, b = check.recorded, check.replayed
             found.append(
                 Difference(
                     kind="speedup",
-                    recorded=f"{a.describe() if a else 'not timed'} vs {baseline}",
-                    replayed=f"{b.describe() if b else 'not timed'} vs {baseline}",
+                    recorded=f"{a.describe() if a else 'not timed'} vs {check.baseline}",
+                    replayed=f"{b.describe() if b else 'not timed'} vs {check.baseline}",
+                    detail=check.describe(),
                 )
             )
     if recorded.tool in DETERMINISTIC_TOOLS and recorded.content != replayed.content:
@@ -166,7 +290,9 @@ def compare(recorded: Observation, replayed: Observation) -> list[Difference]:
     return found
 
 
-def compare_runs(recorded: list[Observation], replayed: list[Observation]) -> list[StepComparison]:
+def compare_runs(
+    recorded: list[Observation], replayed: list[Observation], rule: NoiseRule | None = None
+) -> list[StepComparison]:
     steps: list[StepComparison] = []
     for index in range(max(len(recorded), len(replayed))):
         a = recorded[index] if index < len(recorded) else None
@@ -181,7 +307,8 @@ def compare_runs(recorded: list[Observation], replayed: list[Observation]) -> li
                 )
             )
             continue
-        differences = compare(a, b)
+        differences = compare(a, b, rule)
+        same_call = not any(d.kind == "step" for d in differences)
         steps.append(
             StepComparison(
                 index=index + 1,
@@ -190,6 +317,7 @@ def compare_runs(recorded: list[Observation], replayed: list[Observation]) -> li
                 call_id=a.call_id,
                 status="diverge" if differences else "match",
                 differences=differences,
+                speedups=speedup_checks(a, b, rule) if same_call else [],
             )
         )
     return steps

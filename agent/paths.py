@@ -25,11 +25,12 @@ def prompts_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """Build caches, baseline timings and other reusable state (KERNEL_AGENT_CACHE overrides).
+    """The harness's own state: baseline timings, the judge's caches, GPU gates, the experience
+    library, scratch workspaces (KERNEL_AGENT_CACHE moves it). No sandbox can write here: the
+    build cache sandboxes share is a sibling (sandbox.local.default_cache_dir), one rule owned by
+    the lower layer."""
+    from sandbox.local import harness_state_dir
 
-    The same folder the local sandbox builds in: one rule, owned by the lower layer."""
-    from sandbox.local import default_cache_dir
-
-    path = default_cache_dir()
+    path = harness_state_dir()
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -15,7 +15,15 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from agent.divergence import Observation, StepComparison, apply_evaluation, compare_runs, observations
+from agent.divergence import (
+    NoiseRule,
+    Observation,
+    SpeedupCheck,
+    StepComparison,
+    apply_evaluation,
+    compare_runs,
+    observations,
+)
 from agent.judging import Referee, RefereeAdapter
 from agent.messages import Message, ModelResponse, ToolSpec
 from agent.models.replay import ReplayModel
@@ -46,6 +54,8 @@ class ReplayReport(BaseModel):
     recorded_status: str | None
     replay_status: str
     stopped_early: bool = False
+    noise: NoiseRule = NoiseRule()
+    """The speedup rule the steps were compared with (agent.divergence)."""
     steps: list[StepComparison]
 
     @property
@@ -61,27 +71,48 @@ class ReplayReport(BaseModel):
     def summary(self) -> str:
         counts = ", ".join(f"{n} {status}" for status, n in sorted(self.counts().items()))
         if not self.diverged:
-            return f"no divergence beyond noise ({counts}); replay status {self.replay_status}"
+            closest = self.closest_speedup()
+            margin = ""
+            if closest is not None:
+                share, step, check = closest
+                margin = (
+                    f"; closest speedup: step {step.index} ({step.call_id}) vs {check.baseline}, "
+                    f"|Δ| {check.difference:.3f} = {100 * share:.0f}% of its tolerance {check.tolerance:.3f}"
+                )
+            return f"no divergence beyond noise ({counts}); replay status {self.replay_status}{margin}"
         first = next(step for step in self.steps if step.status != "match")
         stop = "; stopped at the first divergence" if self.stopped_early else ""
         return f"diverged at step {first.index} ({first.tool}, turn {first.turn}): {counts}{stop}"
+
+    def closest_speedup(self) -> tuple[float, StepComparison, SpeedupCheck] | None:
+        """The compared speedup that used the largest share of its tolerance, with that share."""
+        shares = [
+            (check.difference / check.tolerance, step, check)
+            for step in self.steps
+            for check in step.speedups
+            if check.difference is not None and check.tolerance
+        ]
+        return max(shares, key=lambda found: found[0]) if shares else None
 
 
 class _CheckedReplay(ReplayModel):
     """A ReplayModel that, before each next turn, compares the tool results so far and stops the run
     at the first divergence (the replay's transcript is flushed line by line, so it can be read)."""
 
-    def __init__(self, responses: Sequence[ModelResponse], recorded: list[Observation], live: Path) -> None:
+    def __init__(
+        self, responses: Sequence[ModelResponse], recorded: list[Observation], live: Path, rule: NoiseRule
+    ) -> None:
         super().__init__(responses, name="replay")
         self.recorded = recorded
         self.live = live
+        self.rule = rule
 
     def query(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], *, max_output_tokens: int | None = None
     ) -> ModelResponse:
         if self.calls:
             so_far = observations(read_transcript(self.live))
-            steps = compare_runs(self.recorded[: len(so_far)], so_far)
+            steps = compare_runs(self.recorded[: len(so_far)], so_far, self.rule)
             diverged = next((s for s in steps if s.status != "match"), None)
             if diverged is not None:
                 raise ReplayDiverged(f"tool results diverge from the recording at step {diverged.index}")
@@ -134,8 +165,10 @@ def replay_run(
     task: Path | None = None,
     stop_at_first_divergence: bool = False,
     sandbox_options: Mapping[str, object] | None = None,
+    noise: NoiseRule | None = None,
 ) -> ReplayReport:
     """Re-run every recorded tool call through the loop; raises SolveError/ReplayError when it cannot start."""
+    noise = noise or NoiseRule()
     transcript = load_transcript(path)
     resolved = resolve_task(transcript.header, task)
     config = _config(transcript, resolved, Path(out), sandbox=sandbox, arch=arch)
@@ -143,10 +176,14 @@ def replay_run(
     recorded = observations(transcript)
     responses = [event.response for event in transcript.of_type(ModelResponseEvent)]
     live = Path(out) / "transcript.jsonl"
-    model = _CheckedReplay(responses, recorded, live) if stop_at_first_divergence else ReplayModel(responses)
+    model = (
+        _CheckedReplay(responses, recorded, live, noise)
+        if stop_at_first_divergence
+        else ReplayModel(responses)
+    )
     result = solve(config, model=model, referee=referee, task=resolved, sandbox_options=sandbox_options)
     replayed = load_transcript(live)
-    steps = compare_runs(recorded, observations(replayed))
+    steps = compare_runs(recorded, observations(replayed), noise)
     end = transcript.run_end
     return ReplayReport(
         transcript=Path(path),
@@ -157,6 +194,7 @@ def replay_run(
         recorded_status=end.status if end else None,
         replay_status=result.status,
         stopped_early=result.status == ReplayDiverged.status,
+        noise=noise,
         steps=steps,
     )
 
@@ -201,8 +239,10 @@ def rejudge_final(
     arch: str | None = None,
     task: Path | None = None,
     sandbox_options: Mapping[str, object] | None = None,
+    noise: NoiseRule | None = None,
 ) -> ReplayReport:
     """Re-judge the recorded best solution in a fresh workspace and compare the two verdicts."""
+    noise = noise or NoiseRule()
     transcript = load_transcript(path)
     resolved = resolve_task(transcript.header, task)
     config = _config(transcript, resolved, Path(out), sandbox=sandbox, arch=arch)
@@ -234,7 +274,8 @@ def rejudge_final(
         replay_gpu=referee.device(),
         recorded_status=end.status if end else None,
         replay_status=result.verdict,
-        steps=compare_runs([before], [after]),
+        noise=noise,
+        steps=compare_runs([before], [after], noise),
     )
 
 

@@ -47,11 +47,18 @@ def row(label: str, wall: float, result: EvalResult) -> str:
     comp = f"{perf.compile.median_ms:.4f}" if perf and perf.compile else "-"
     vs_e = f"{perf.speedup_vs_eager.value:.3f}" if perf and perf.speedup_vs_eager else "-"
     vs_c = f"{perf.speedup_vs_compile.value:.3f}" if perf and perf.speedup_vs_compile else "-"
+    check = perf.timing_check if perf else None
+    ratio = f"{check.ratio:.2f}" if check and check.ratio is not None else "-"
     t = result.stage_times
     return (
         f"| {label} | {result.verdict} | {wall:.2f} | {t.compile_s:.2f} | {t.candidate_s:.2f} | {t.judge_s:.2f} "
-        f"| {cand} | {eager} | {comp} | {vs_e} | {vs_c} |"
+        f"| {cand} | {eager} | {comp} | {vs_e} | {vs_c} | {ratio} |"
     )
+
+
+def stages(result: EvalResult) -> str:
+    parts = sorted(result.stage_times.candidate_stages.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{name} {seconds:.2f}" for name, seconds in parts)
 
 
 def main() -> int:
@@ -120,8 +127,8 @@ def main() -> int:
         f"torch.compile mode {args.compile_mode}",
         "",
         "| run | verdict | wall s | compile s | candidate s | judge s | yours ms | eager ms | compile ms "
-        "| x eager | x compile |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| x eager | x compile | timing check |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *lines,
         "",
         f"- wall per evaluation with cached baselines: mean {statistics.mean(walls):.2f} s, max {max(walls):.2f} s "
@@ -132,6 +139,9 @@ def main() -> int:
         if vs_compile
         else "- no compile baseline",
         f"- CV of the candidate's median time: {100 * cv(medians):.2f}% (median {statistics.median(medians):.4f} ms)",
+        "- timing check: the candidate's reported mean over the lowest mean its supervisor's clock allows "
+        "(at least 1 when consistent; below 0.8 the speedup is taken from that clock)",
+        f"- the candidate worker's stages in the last run (s): {stages(result)}",
     ]
     text = "\n".join(report) + "\n"
     print(text)

@@ -51,12 +51,30 @@ _TMP_PREFIX = "kernel-agent-tmp-"
 _stale_tmp_checked = False
 
 
-def default_cache_dir() -> Path:
-    """Where builds and reusable state live: KERNEL_AGENT_CACHE, else $XDG_CACHE_HOME or ~/.cache."""
+def cache_root() -> Path:
+    """KERNEL_AGENT_CACHE, else $XDG_CACHE_HOME/kernel-agent or ~/.cache/kernel-agent."""
     root = os.environ.get("KERNEL_AGENT_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kernel-agent"
     )
     return Path(root)
+
+
+def default_cache_dir() -> Path:
+    """The build cache sandboxes share and may write (builds, toolchain, torch extensions):
+    KERNEL_AGENT_BUILD_CACHE, else `<cache root>/sandbox`. Never point it at the harness's state."""
+    override = os.environ.get("KERNEL_AGENT_BUILD_CACHE")
+    return Path(override) if override else cache_root() / "sandbox"
+
+
+def harness_state_dir() -> Path:
+    """The harness's own state (baselines, the judge's inductor cache, GPU gates, experience):
+    beside the sandbox cache, never inside it, so no candidate can write what the referee reads."""
+    return cache_root() / "harness"
+
+
+def gpu_gate_dir() -> Path:
+    """Where the GPU gate files live; sandboxes see this folder read-only (flock needs no write)."""
+    return harness_state_dir() / "gpu-locks"
 
 
 def _remove_stale_tmp_dirs() -> None:
@@ -148,7 +166,10 @@ class LocalSandbox(Sandbox):
         problem = "bwrap is not installed (apt-get install bubblewrap)"
         if bwrap:
             writable = [self.cache_path, self.workspace_path]
-            prefix = bwrap_prefix(bwrap, self.tmp_path, writable, self._gpu_nodes, hide_home, ro_paths)
+            gates = gpu_gate_dir()
+            gates.mkdir(parents=True, exist_ok=True)
+            visible = [*ro_paths, gates]
+            prefix = bwrap_prefix(bwrap, self.tmp_path, writable, self._gpu_nodes, hide_home, visible)
             probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
             if probe.returncode == 0:
                 self._prefix, self._bwrap = prefix, True

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.batch.models import BatchConfig
-from agent.batch.scheduler import physical_gpu
+from sandbox.workers.gpu_gate import physical_gpu
 
 _REPO = Path(__file__).resolve().parents[2]
 

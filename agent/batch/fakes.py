@@ -6,16 +6,25 @@ What a fake evaluation returns is written in the solution itself, on a line of i
     # fake-eval: {"verdict": "correct", "speedup_eager": 1.7, "speedup_compile": 0.9, "judge_s": 0.2}
 
 so it survives the copies the batch makes (private workspaces, Ray's shipped files). Other keys:
-`compile` ("error"), `compile_s`, `crash` ("raise" | "exit" | "hang"). With `log` in
-`EvalOptions.extra`, every fake judge appends {gpu, pid, start, end, solution} to that file.
+`compile` ("error"), `compile_s`, `timing_s`, `crash` ("raise" | "exit" | "hang").
+
+The fake judge uses the GPU gate as the referee's processes do: `judge_s` of correctness work
+holding it shared, then `timing_s` (default 0.02) of "timing" holding it exclusively. With `log`
+in `EvalOptions.extra`, every fake judge appends {gpu, gpu_arg, gate, pid, start, end,
+timing_start, timing_end, solution} to that file; with `probe_gate` (a gate folder) it also
+records whether that GPU's gate was held exclusively by someone else when it began and when it
+ended (`gate_held`), as the batch does for sandboxes that cannot take the gate themselves.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +44,7 @@ from agent.referee.models import (
 )
 from agent.tasks import Task
 from agent.workspace import MODEL_ENTRY, Workspace, content_hash
+from sandbox.workers.gpu_gate import GpuGate, gate_path
 
 _MARKER = re.compile(r"^#\s*fake-eval:\s*(\{.*\})\s*$", re.MULTILINE)
 
@@ -62,9 +72,11 @@ def fake_compile(job: EvalJob) -> CompileResult:
     )
 
 
-def fake_judge(job: EvalJob, compiled: CompileResult, gpu: str | None) -> EvalResult:
+def fake_judge(job: EvalJob, compiled: CompileResult, gpu: str | None, gpu_gate: str | None) -> EvalResult:
     spec = fake_spec(job.solution)
     start = time.time()
+    timing_start = timing_end = start
+    gate_held = None
     if compiled.ok:
         crash = spec.get("crash")
         if crash == "raise":
@@ -73,21 +85,67 @@ def fake_judge(job: EvalJob, compiled: CompileResult, gpu: str | None) -> EvalRe
             os._exit(3)
         if crash == "hang":
             time.sleep(3600)
-        time.sleep(float(spec.get("judge_s", 0.05)))
+        probe = job.options.extra.get("probe_gate")
+        probed = gate_path(probe, "0") if probe and gpu is not None else None
+        held_before = probed is not None and _held_exclusively(probed)
+        with _open_gate(gpu_gate, gpu) as gate:
+            if gate is not None:
+                gate.hold("shared")
+            time.sleep(float(spec.get("judge_s", 0.05)))
+            if gate is not None:
+                gate.hold("exclusive")
+            timing_start = time.time()
+            time.sleep(float(spec.get("timing_s", 0.02)))
+            timing_end = time.time()
+        if probed is not None:
+            gate_held = held_before and _held_exclusively(probed)
     end = time.time()
     log = job.options.extra.get("log")
     if log and compiled.ok:
         line = {
             "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "gpu_arg": gpu,
+            "gate": gpu_gate,
+            "gate_held": gate_held,
             "pid": os.getpid(),
             "start": start,
             "end": end,
+            "timing_start": timing_start,
+            "timing_end": timing_end,
             "solution": str(job.solution),
         }
         with open(log, "a") as handle:
             handle.write(json.dumps(line) + "\n")
     return fake_result(job, compiled, spec, judge_s=end - start)
+
+
+@contextlib.contextmanager
+def _open_gate(gpu_gate: str | None, gpu: str | None) -> Iterator[GpuGate | None]:
+    """The gate the referee would take: "auto" is this process's GPU 0 in the default folder."""
+    if gpu_gate is None or gpu is None:
+        yield None
+        return
+    if gpu_gate == "auto":
+        from sandbox.local import gpu_gate_dir
+
+        gpu_gate = gate_path(gpu_gate_dir(), "0")
+    with GpuGate(gpu_gate) as gate:
+        yield gate
+
+
+def _held_exclusively(path: str) -> bool:
+    """Whether another holder has the gate at `path` exclusively (a shared lock cannot be had)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def fake_result(

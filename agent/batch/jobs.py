@@ -15,7 +15,8 @@ from agent.compile import CompileResult
 from agent.referee.models import EvalResult
 
 CompileFn = Callable[[EvalJob], CompileResult]
-JudgeFn = Callable[[EvalJob, CompileResult, "str | None"], EvalResult]
+JudgeFn = Callable[[EvalJob, CompileResult, "str | None", "str | None"], EvalResult]
+"""(job, compiled, gpu, gpu_gate): see judge_job."""
 
 
 def compile_job(job: EvalJob) -> CompileResult:
@@ -30,8 +31,12 @@ def compile_job(job: EvalJob) -> CompileResult:
         return compile_solution(solution, box, arch=job.options.arch, timeout=job.options.compile_timeout_s)
 
 
-def judge_job(job: EvalJob, compiled: CompileResult, gpu: str | None) -> EvalResult:
-    """Verify and profile on `gpu` (a physical GPU id; None: whatever this process sees)."""
+def judge_job(job: EvalJob, compiled: CompileResult, gpu: str | None, gpu_gate: str | None) -> EvalResult:
+    """Verify and profile on `gpu` (a physical GPU id; None: whatever this process sees).
+
+    `gpu_gate` is what the referee's processes take around their GPU work (shared for correctness,
+    exclusive for timing): "auto" (the gate of the GPU they use), a gate file, or None when the
+    caller holds the GPU exclusively for the whole evaluation (or there is no GPU)."""
     from agent.referee.evaluate import judge_compiled
     from agent.workspace import open_solution
     from sandbox.base import open_sandbox
@@ -53,4 +58,5 @@ def judge_job(job: EvalJob, compiled: CompileResult, gpu: str | None) -> EvalRes
             run_timeout=o.run_timeout_s,
             judge_timeout=o.judge_timeout_s,
             device=o.device,
+            gpu_gate=gpu_gate,
         )

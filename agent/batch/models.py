@@ -61,7 +61,17 @@ class BatchConfig(BaseModel):
     max_outage_retries: int = Field(default=3, ge=0)
     eval_timeout_s: float = Field(default=3600.0, description="bound on one evaluation, whatever happens")
     solve_options: dict[str, Any] = Field(default_factory=dict, description="budgets etc. for agent runs")
-    gpu_lock_dir: Path | None = None
+    evals_per_gpu: int = Field(
+        default=4,
+        ge=1,
+        description="evaluations judged at once on each GPU; their timings stay exclusive through the "
+        "referee's GPU gates (the docker sandbox, whose containers cannot take them, gets 1)",
+    )
+    gpu_lock_dir: Path | None = Field(
+        default=None,
+        description="folder of the GPU gate files (default: the referee's, sandbox.local.gpu_gate_dir); "
+        "the local sandbox shows only the default one to the processes it runs",
+    )
 
     def batch_key(self) -> str:
         """What makes two invocations "the same command": the work they define, not how it is run."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from agent.batch.agent_runs import BatchReferee, TaskRunner, solve_runner
 from agent.batch.environment import gpu_inventory, versions
 from agent.batch.executors import Evaluator
+from agent.batch.jobs import CompileFn, JudgeFn, compile_job, judge_job
 from agent.batch.layouts import discover_solutions, materialize
 from agent.batch.models import AttemptOutcome, BatchConfig, EvalJob, EvalOptions, SolveOutcome, WorkItem
 from agent.batch.progress import NullProgress, ProgressState
@@ -317,18 +318,32 @@ class BatchRunner:
                 log.warning("heartbeat failed: %s", exc)
 
 
-def make_evaluator(config: BatchConfig) -> Evaluator:
+def make_evaluator(
+    config: BatchConfig, *, compile_fn: CompileFn = compile_job, judge_fn: JudgeFn = judge_job
+) -> Evaluator:
     if config.executor == "ray":
         from agent.batch.executors.ray import RayEvaluator
 
-        return RayEvaluator(address=config.address, eval_timeout_s=config.eval_timeout_s)
+        return RayEvaluator(
+            address=config.address,
+            evals_per_gpu=config.evals_per_gpu,
+            sandbox=config.eval.sandbox,
+            lock_dir=config.gpu_lock_dir,
+            eval_timeout_s=config.eval_timeout_s,
+            compile_fn=compile_fn,
+            judge_fn=judge_fn,
+        )
     from agent.batch.executors.local import LocalEvaluator
 
     return LocalEvaluator(
         gpus=config.gpus,
         compile_workers=config.compile_workers,
+        evals_per_gpu=config.evals_per_gpu,
+        sandbox=config.eval.sandbox,
         lock_dir=config.gpu_lock_dir,
         eval_timeout_s=config.eval_timeout_s,
+        compile_fn=compile_fn,
+        judge_fn=judge_fn,
     )
 
 

@@ -1,37 +1,35 @@
-"""Shared resources of one batch: GPU slots (exclusive), compile slots (CPU), and a circuit breaker
-that pauses every agent while a model provider is down.
+"""Shared resources of one batch: GPU slots, compile slots (CPU), and a circuit breaker that
+pauses every agent while a model provider is down.
 
-A GPU slot is held for a whole evaluation, so no timing is ever taken while another candidate runs
-on the same GPU. Slots are also file locks (one file per physical GPU), so two batches on one
-machine, or a batch and `agent eval`-style tools that take the same lock, never time at once.
+Several evaluations may share a GPU (`evals_per_gpu` slots each): correctness work overlaps, and
+timings stay exclusive because the referee's own processes take the GPU's gate
+(sandbox/workers/gpu_gate.py) around every timed or profiled section. The gate is a file per
+physical GPU, so two batches, or a batch and `agent eval`, on one machine never time at once.
+Where the referee cannot take the gate (docker containers do not see the gate files) the batch
+judges one evaluation per GPU and holds the gate exclusively around the whole evaluation
+(`hold_exclusively`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.messages import Message, ModelResponse, ToolSpec
 from agent.models.base import Model, ModelError
-from agent.paths import cache_dir
+from sandbox.workers.gpu_gate import GpuGate, gate_path
 
 log = logging.getLogger(__name__)
 
 NO_GPU = "none"
-
-
-def physical_gpu(gpu: str) -> str:
-    """The id `gpu` names outside this process: an index into our CUDA_VISIBLE_DEVICES, if set."""
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    if visible and gpu.isdigit() and int(gpu) < len(visible):
-        return visible[int(gpu)]
-    return gpu
+AUTO_GATE = "auto"
+"""What the referee is told when the batch has no gate folder of its own: the gate of the GPU it
+uses, in the referee's default folder (sandbox.local.gpu_gate_dir)."""
 
 
 def visible_gpus() -> list[str]:
@@ -44,45 +42,71 @@ def visible_gpus() -> list[str]:
         return []
 
 
-class GpuPool:
-    """One slot per GPU; `acquire()` waits for any free one and holds its lock file too."""
+def referee_gate(gpu: str, lock_dir: Path | None) -> str | None:
+    """The `gpu_gate` the referee takes for an evaluation on `gpu` (an id as this process sees it):
+    its default gate, or the gate file under `lock_dir`; None without a GPU."""
+    if gpu == NO_GPU:
+        return None
+    return AUTO_GATE if lock_dir is None else gate_path(lock_dir, gpu)
 
-    def __init__(self, gpus: Sequence[str], *, lock_dir: Path | None = None) -> None:
+
+@contextlib.contextmanager
+def hold_exclusively(gpu: str, lock_dir: Path | None) -> Iterator[None]:
+    """Hold `gpu`'s gate exclusively (for an evaluation whose processes cannot take it themselves)."""
+    if gpu == NO_GPU:
+        yield
+        return
+    if lock_dir is None:
+        from sandbox.local import gpu_gate_dir
+
+        lock_dir = gpu_gate_dir()
+    with GpuGate(gate_path(lock_dir, gpu)) as gate:  # closing the files releases the locks
+        gate.hold("exclusive")
+        yield
+
+
+@dataclass(frozen=True)
+class GpuSlot:
+    gpu: str
+    index: int
+    """Which of the GPU's slots (0..slots_per_gpu-1): the worker process that runs the evaluation."""
+
+
+class GpuPool:
+    """`slots_per_gpu` slots per GPU (one without a GPU); `acquire()` waits for a free slot on the
+    least busy GPU. Slots only count what this batch has in flight; exclusivity of timings is the
+    gates' job, not the pool's."""
+
+    def __init__(self, gpus: Sequence[str], *, slots_per_gpu: int = 1) -> None:
+        if slots_per_gpu < 1:
+            raise ValueError("slots_per_gpu must be at least 1")
         self.gpus = list(gpus) or [NO_GPU]
-        self._free = list(self.gpus)
+        # Without a GPU nothing is shared, and CPU-device timings (tests) must not overlap.
+        self.slots_per_gpu = 1 if self.gpus == [NO_GPU] else slots_per_gpu
+        self._free = {gpu: list(range(self.slots_per_gpu)) for gpu in self.gpus}
         self._cond = threading.Condition()
-        self.lock_dir = lock_dir if lock_dir is not None else cache_dir() / "gpu-locks"
-        self.busy: dict[str, str] = {}
-        """gpu -> what holds it (for the progress display)."""
+        self.busy: dict[str, dict[int, str]] = {gpu: {} for gpu in self.gpus}
+        """gpu -> slot -> what holds it."""
+
+    def in_flight(self, gpu: str) -> int:
+        with self._cond:
+            return len(self.busy[gpu])
 
     @contextlib.contextmanager
-    def acquire(self, holder: str = "") -> Iterator[str]:
+    def acquire(self, holder: str = "") -> Iterator[GpuSlot]:
         with self._cond:
-            while not self._free:
+            while not any(self._free.values()):
                 self._cond.wait()
-            gpu = self._free.pop(0)
-            self.busy[gpu] = holder
+            gpu = min((g for g in self.gpus if self._free[g]), key=lambda g: len(self.busy[g]))
+            slot = GpuSlot(gpu, self._free[gpu].pop(0))
+            self.busy[gpu][slot.index] = holder
         try:
-            with self._file_lock(gpu):
-                yield gpu
+            yield slot
         finally:
             with self._cond:
-                self.busy.pop(gpu, None)
-                self._free.append(gpu)
+                del self.busy[gpu][slot.index]
+                self._free[gpu].append(slot.index)
                 self._cond.notify()
-
-    @contextlib.contextmanager
-    def _file_lock(self, gpu: str) -> Iterator[None]:
-        if gpu == NO_GPU:
-            yield
-            return
-        self.lock_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.lock_dir / f"gpu-{physical_gpu(gpu)}.lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class CircuitBreaker:

@@ -15,15 +15,24 @@ from agent.referee.models import (
     PerformanceReport,
     PolicyReport,
     Speedup,
+    TimingCheck,
     TimingStats,
     TrialReport,
 )
 from agent.referee.policy import TolerancePolicy, forbidden
 from sandbox.workers.op_policy import unseen_by
+from sandbox.workers.protocol import derive_seed
 
 NOISE_FLOOR = 0.02  # run-to-run variation between processes that no in-run spread shows
 IMPLAUSIBLE_SPEEDUP = 10.0
 FLOOR_SLACK = 0.8
+# The timing check (TimingCheck): the candidate's loop may spend a little less outside the timed
+# call than the judge's did, and two processes' host loops jitter; below CONSISTENT the speedups are
+# taken from the supervisor's clock, below TAMPERED the reported timing is a violation.
+OVERHEAD_SLACK = 0.10
+TIMING_SLACK_MS = 0.02
+CONSISTENT_RATIO = 0.8
+TAMPERED_RATIO = 0.5
 
 
 def _outputs(candidate: dict[str, Any], judged: dict[str, Any]) -> list[OutputDiff]:
@@ -133,9 +142,94 @@ def policy_report(
         (report.violations if policy == "strict" else report.notes).append(text)
     if policy != "strict" and ops:
         report.notes.append(f"{sum(ops.values())} torch operator calls in the forward (allowed by {policy})")
+    moved = cand.get("identity_changed") or []
+    if moved:
+        listed = ", ".join(moved[:8]) + (f" and {len(moved) - 8} more" if len(moved) > 8 else "")
+        report.violations.append(
+            f"the candidate rebound functions the referee's worker relies on ({listed}); "
+            "do not patch torch, the clocks or the task module"
+        )
     for note in forged_notes or []:
         report.violations.append(note)
+    window = (cand.get("supervisor") or {}).get("window") or {}
+    if window.get("picks_known_in_advance"):
+        report.notes.append(
+            "the timed calls' outputs were too large to hold, so the calls to recheck were named "
+            "before the timed loop ran"
+        )
     return report
+
+
+def supervised_rechecks(cand: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The timed calls to recheck, as the supervisor chose them, with the seeds it handed out
+    (never the candidate process's claims), and what the record gets wrong about them."""
+    problems: list[str] = []
+    window = (cand.get("supervisor") or {}).get("window")
+    if window is None:
+        if cand.get("timing"):
+            problems.append("the candidate reported timings without opening the supervised timing window")
+        return [], problems
+    claimed = {r.get("index"): r for r in cand.get("rechecks") or [] if isinstance(r, dict)}
+    planned = []
+    for index in window.get("picks") or []:
+        entry = dict(claimed.get(index) or {"index": index, "file": "", "leaves": []})
+        entry.update(index=index, seed=derive_seed(int(window["seed"]), index))
+        entry.setdefault("file", "")
+        planned.append(entry)
+    return planned, problems
+
+
+def timing_check(
+    cand: dict[str, Any], eager: TimingStats | None, compiled: TimingStats | None
+) -> TimingCheck | None:
+    """The candidate's reported times against the supervisor's clock on the same window."""
+    window = (cand.get("supervisor") or {}).get("window") or {}
+    timing = cand.get("timing") or {}
+    if not timing or window.get("window_ms") is None:
+        return None
+    if not str(timing.get("method", "")).startswith("cuda"):
+        return None  # on the CPU (tests of the machinery) the loop's own cost swamps the calls
+    reps = int(window.get("reps_run") or 0)
+    check = TimingCheck(
+        window_ms=float(window["window_ms"]), reps=reps, reported_mean_ms=float(timing.get("mean_ms", 0.0))
+    )
+    if reps <= 0 or timing.get("n") != reps:
+        check.consistent = False
+        check.note = f"the record has {timing.get('n')} timed calls; the supervisor saw a window of {reps}"
+        return check
+    if check.reported_mean_ms * reps > check.window_ms * 1.02 + 1.0:
+        check.consistent = False
+        check.note = "the reported times add up to more than the timing window lasted"
+        return check
+    overheads = [
+        s.window_ms / s.n - s.mean_ms for s in (eager, compiled) if s is not None and s.window_ms and s.n
+    ]
+    if not overheads:
+        check.note = "no baseline window to compare with (cached before windows were recorded?)"
+        return check
+    check.overhead_ms = max(0.0, min(overheads))
+    floor = check.window_ms / reps - check.overhead_ms * (1 + OVERHEAD_SLACK) - TIMING_SLACK_MS
+    check.floor_ms = floor
+    if floor > 0 and check.reported_mean_ms > 0:
+        check.ratio = check.reported_mean_ms / floor
+        check.consistent = check.ratio >= CONSISTENT_RATIO
+    elif floor > 0:
+        check.ratio, check.consistent = 0.0, False
+    if not check.consistent:
+        check.note = (
+            f"the candidate process reported {check.reported_mean_ms:.4g} ms per call; its supervisor's "
+            f"clock allows no less than {floor:.4g} ms"
+        )
+    return check
+
+
+def timing_tampered(check: TimingCheck | None) -> str | None:
+    """A violation when the reported timing cannot be squared with the supervisor's clock."""
+    if check is None or check.consistent:
+        return None
+    if check.ratio is not None and check.ratio >= TAMPERED_RATIO:
+        return None
+    return f"the timing the candidate process reported is impossible: {check.note}"
 
 
 def speedup(baseline_name: str, baseline: TimingStats, candidate: TimingStats) -> Speedup:
@@ -171,14 +265,19 @@ def performance_report(
     if not cand.get("timing"):
         return None
     candidate = TimingStats.model_validate(cand["timing"])
+    check = timing_check(cand, eager, compiled)
+    judged = candidate
+    if check is not None and not check.consistent and check.ratio:
+        judged = _scaled(candidate, 1 / check.ratio)  # the supervisor's clock, not the claim
     report = PerformanceReport(
         candidate=candidate,
         eager=eager,
         compile=compiled,
         compile_mode=compile_mode,
         baseline_errors=baseline_errors,
-        speedup_vs_eager=speedup("eager", eager, candidate) if eager else None,
-        speedup_vs_compile=speedup("compile", compiled, candidate) if compiled else None,
+        speedup_vs_eager=speedup("eager", eager, judged) if eager else None,
+        speedup_vs_compile=speedup("compile", compiled, judged) if compiled else None,
+        timing_check=check,
         profile_error=cand.get("profile_error"),
         bytes_moved=bytes_moved,
         bandwidth_gbps=bandwidth_gbps,
@@ -194,8 +293,21 @@ def performance_report(
     return report
 
 
+def _scaled(stats: TimingStats, factor: float) -> TimingStats:
+    times = ("median_ms", "q1_ms", "q3_ms", "iqr_ms", "mean_ms", "std_ms", "min_ms", "max_ms")
+    return stats.model_copy(update={name: getattr(stats, name) * factor for name in times})
+
+
 def performance_flags(report: PerformanceReport, policy: str) -> list[Flag]:
     flags = []
+    check = report.timing_check
+    if check is not None and not check.consistent:
+        flags.append(
+            Flag(
+                code="timing_inconsistent",
+                message=f"{check.note}; the speedups use the supervisor's clock",
+            )
+        )
     vs_eager = report.speedup_vs_eager
     if vs_eager and vs_eager.value > IMPLAUSIBLE_SPEEDUP:
         flags.append(

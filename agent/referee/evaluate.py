@@ -8,12 +8,14 @@ its spec only after the candidate exited). Seeds come fresh from `secrets` on ev
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import time
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agent.compile import CompileResult, compile_solution
 from agent.referee import assemble
@@ -41,10 +43,13 @@ from agent.referee.processes import (
 from agent.tasks import Task, load_task
 from agent.workspace import EXTENSION_NAME, MODEL_ENTRY, Solution, Workspace, materialize
 from sandbox.base import Sandbox, open_sandbox
+from sandbox.local import gpu_gate_dir
+from sandbox.workers.gpu_gate import GpuGate, gate_path
 from sandbox.workers.timing import TIMING_VERSION, TimingConfig
 
 RECHECKS = 2  # timed calls whose outputs the judge rechecks
 PROFILE_CALLS = 5
+GateOption = Path | str | None | Literal["auto"]
 
 
 @functools.cache
@@ -77,8 +82,13 @@ def evaluate(
     device: str = "cuda",
     baseline_cache: BaselineCache | None = None,
     timing: TimingConfig | None = None,
+    gpu_gate: GateOption = "auto",
 ) -> EvalResult:
-    """Judge `solution` against `task`. `device="cpu"` exists for tests of the machinery only."""
+    """Judge `solution` against `task`. `device="cpu"` exists for tests of the machinery only.
+
+    `gpu_gate`: the GPU's gate file (`"auto"`: the one of the GPU this evaluation uses), which the
+    referee's processes hold shared while they check and exclusively while they time, so that
+    evaluations may share a GPU; None when the caller keeps the GPU to itself."""
     started = time.monotonic()
     check_policy_name(policy)
     tolerance_policy(tolerance)
@@ -104,6 +114,7 @@ def evaluate(
             device=device,
             baseline_cache=baseline_cache,
             timing=timing,
+            gpu_gate=gpu_gate,
             started=started,
         )
     finally:
@@ -129,6 +140,7 @@ def judge_compiled(
     device: str = "cuda",
     baseline_cache: BaselineCache | None = None,
     timing: TimingConfig | None = None,
+    gpu_gate: GateOption = "auto",
     started: float | None = None,
 ) -> EvalResult:
     """Verify and profile a solution that `compile_solution` built (the part after compile)."""
@@ -176,6 +188,10 @@ def judge_compiled(
     seeds = Seeds.fresh(trials)
     exchange = open_exchange(solution, sandbox)
     judge = JudgeProcess()
+    gate = _gate_file(gpu_gate, sandbox, device)
+    # A sandbox that cannot see the gate file (a container) runs its candidate under the host's
+    # exclusive hold instead: slower to share, never timed alongside other work.
+    inner_gate = gate if gate is not None and sandbox.kind == "local" else None
     try:
         spec = _task_spec(task, device, seeds) | {
             "solution": _solution_spec(solution, compiled, sandbox),
@@ -185,17 +201,22 @@ def judge_compiled(
             "timing": timing.to_dict(),
             "rechecks": RECHECKS,
             "profile_calls": PROFILE_CALLS,
+            "gpu_gate": inner_gate,
         }
         env = {"TORCH_CUDA_ARCH_LIST": compiled.arch}  # what load_inline built for, so it does not rebuild
         if solution.kind == "single_file":
             env["TORCH_EXTENSIONS_DIR"] = compiled.build_dir
-        run = run_candidate(sandbox, spec, exchange, timeout=run_timeout, env=env)
+        with _held_outside(gate if inner_gate is None else None):
+            run = run_candidate(sandbox, spec, exchange, timeout=run_timeout, env=env)
         result.stage_times.candidate_s = run.result.duration_s
+        result.stage_times.candidate_stages = _stage_durations(run.record, run.result.duration_s)
         if run.record is None or not run.record.get("done"):
             judge.abandon()
             verdict, result.failure = candidate_failure(run, run_timeout)
             return done(verdict, result.failure.message)
         cand = run.record
+        rechecks, record_problems = assemble.supervised_rechecks(cand)
+        cand["rechecks"] = rechecks
         result.device = gpu.model_copy(update={"python": (cand.get("device") or {}).get("python", "")})
 
         baselines = Baselines.plan(
@@ -212,11 +233,10 @@ def judge_compiled(
         judge_spec = _task_spec(task, device, seeds) | {
             "exchange_dir": str(exchange.host_dir),
             "trials": [{"index": t["index"], "file": t["file"]} for t in cand.get("trials", [])],
-            "rechecks": [
-                {"index": r["index"], "seed": r["seed"], "file": r["file"]} for r in cand.get("rechecks", [])
-            ],
+            "rechecks": [{"index": r["index"], "seed": r["seed"], "file": r["file"]} for r in rechecks],
             "tolerances": tolerances.for_worker(),
             "timing": timing.to_dict(),
+            "gpu_gate": gate,
         }
         if profile:
             judge_spec |= baselines.request(measure_bandwidth=device != "cpu")
@@ -234,7 +254,9 @@ def judge_compiled(
             )
             return done("referee_error", result.failure.message)
         baselines.resolve(judged)
-        verdict, reason = _conclude(result, cand, judged, run, tolerances, trials, baselines, solution)
+        verdict, reason = _conclude(
+            result, cand, judged, run, tolerances, trials, baselines, solution, record_problems
+        )
         return done(verdict, reason)
     finally:
         judge.abandon()
@@ -250,6 +272,7 @@ def _conclude(
     trials: int,
     baselines: Baselines,
     solution: Solution,
+    record_problems: list[str],
 ) -> tuple[str, str]:
     if judged.get("state_checksum") != cand.get("state_checksum"):
         return (
@@ -284,11 +307,48 @@ def _conclude(
         bandwidth_source=baselines.bandwidth_source,
         policy=result.policy,
     )
+    tampered = assemble.timing_tampered(result.performance.timing_check if result.performance else None)
+    result.policy_report.violations += record_problems + ([tampered] if tampered else [])
     if not result.correctness.passed:
         return "incorrect", assemble.first_problem(result.correctness)
     if result.policy_report.violations:
         return "policy_violation", result.policy_report.violations[0]
     return "correct", assemble.correct_reason(result.correctness, result.performance)
+
+
+def _stage_durations(record: dict[str, Any] | None, total_s: float) -> dict[str, float]:
+    stages = ((record or {}).get("supervisor") or {}).get("stages") or []
+    durations: dict[str, float] = {}
+    for index, (name, at) in enumerate(stages):
+        until = stages[index + 1][1] if index + 1 < len(stages) else total_s
+        durations[str(name)] = durations.get(str(name), 0.0) + max(0.0, float(until) - float(at))
+    return durations
+
+
+def _gate_file(option: GateOption, sandbox: Sandbox, device: str) -> str | None:
+    """The gate file's path for this evaluation's GPU, created so a read-only view can lock it."""
+    if option is None or not device.startswith("cuda"):
+        return None
+    if option != "auto":
+        path = Path(option)
+    else:
+        gpus = getattr(sandbox, "gpus", None)  # a physical id when the sandbox pins one GPU
+        pinned = isinstance(gpus, str) and gpus.isdigit()
+        path = gpu_gate_dir() / f"gpu-{gpus}.lock" if pinned else Path(gate_path(gpu_gate_dir(), "0"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for name in (path, path.with_name(path.name + ".turn")):
+        name.touch(exist_ok=True)
+    return str(path)
+
+
+@contextlib.contextmanager
+def _held_outside(path: str | None) -> Iterator[None]:
+    if path is None:
+        yield
+        return
+    with GpuGate(path) as gate:
+        gate.hold("exclusive")
+        yield
 
 
 def _task_spec(task: Task, device: str, seeds: Seeds) -> dict[str, Any]:

@@ -126,6 +126,11 @@ class TimingStats(BaseModel):
     method: str
     l2_flush: bool
     host_median_ms: float
+    window_ms: float | None = Field(
+        default=None, description="host clock over the timed loop, in the process that ran it"
+    )
+    held_outputs: bool = Field(default=False, description="every timed output kept until the loop ended")
+    persisting_l2_reset: bool = Field(default=False, description="persisting L2 lines reset per repetition")
     version: int = 1
     cached: bool = Field(default=False, description="taken from the baseline cache")
 
@@ -143,6 +148,27 @@ class Speedup(BaseModel):
     high: float
     within_noise: bool
     outcome: Literal["faster", "slower", "within_noise"]
+
+
+class TimingCheck(BaseModel):
+    """The candidate's reported timing against its supervisor's clock on the same timed window.
+
+    The supervisor (another process) sees the window open and close; the judge measured, for the
+    eager arm, what one repetition costs outside the timed call (inputs, L2 flush, loop). So each
+    repetition of the candidate took at least window/reps - overhead of real forward time."""
+
+    window_ms: float = Field(description="the supervisor's clock from the window's opening to its close")
+    reps: int
+    reported_mean_ms: float = Field(description="mean of the candidate process's reported times")
+    overhead_ms: float | None = Field(
+        default=None, description="per repetition, outside the timed call (judge's eager arm)"
+    )
+    floor_ms: float | None = Field(
+        default=None, description="lowest mean forward time the window allows (with slack)"
+    )
+    ratio: float | None = Field(default=None, description="reported mean / floor (below 1: inconsistent)")
+    consistent: bool = True
+    note: str = ""
 
 
 class KernelTime(BaseModel):
@@ -177,6 +203,7 @@ class PerformanceReport(BaseModel):
     bandwidth_gbps: float | None = None
     bandwidth_source: Literal["measured", "configured"] | None = None
     memory_floor_ms: float | None = None
+    timing_check: TimingCheck | None = None
     flags: list[Flag] = Field(default_factory=list)
 
 
@@ -195,6 +222,10 @@ class StageTimes(BaseModel):
     candidate_s: float = 0.0
     judge_s: float = 0.0
     total_s: float = 0.0
+    candidate_stages: dict[str, float] = Field(
+        default_factory=dict,
+        description="seconds per stage of the candidate worker, by its supervisor's clock",
+    )
 
 
 class EvalResult(BaseModel):

@@ -1,13 +1,14 @@
-"""The referee's processes: the untrusted candidate worker (through the Sandbox), the trusted
-judge (a host process in its own process group), the files they exchange, and reading back an
+"""The referee's processes: the candidate worker (through the Sandbox), the trusted judge (a
+host process in its own process group), the files they exchange, and reading back an
 authenticated completion record.
 
-Forgery: the candidate worker receives a fresh random key on stdin, before any candidate code
-exists in its process, and signs its record (HMAC-SHA256) in a file. The host never parses the
+Forgery: the candidate worker's supervisor (sandbox/workers/candidate.py, a process that never
+runs candidate code) receives a fresh random key on stdin and signs the record (HMAC-SHA256) in
+a file; the child that imports the candidate never holds the key. The host never parses the
 candidate's stdout, never takes exit status 0 for a pass, and rejects a record whose signature,
-run id or completion flag is wrong. Residual risk: candidate code shares the worker's address
-space, so code written to find the key in memory could sign a forged record; what it cannot
-forge is correctness, which the judge decides from the outputs in a process of its own.
+run id or completion flag is wrong. What the child reports (trials, operators, timings) is its
+own observation: the host checks it against the supervisor's (timing window, seeds, rechecked
+calls) and decides correctness from the outputs in the judge's process.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ class JudgeProcess:
 
     def __init__(self, env_overrides: dict[str, str] | None = None) -> None:
         env = dict(os.environ)
-        inductor = cache_dir() / "referee" / "inductor"
+        inductor = cache_dir() / "referee" / "inductor"  # the harness's state: no sandbox writes here
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor))
         env.setdefault("TRITON_CACHE_DIR", str(inductor / "triton"))
         env.update(env_overrides or {})
@@ -223,6 +224,12 @@ def candidate_failure(run: CandidateRun, timeout: float) -> tuple[str, FailureRe
         return "policy_violation", FailureReport(
             stage=stage, kind="forged_record", message=message, detail=detail
         )
+    if r.timed_out and stage.startswith("waiting for the GPU"):
+        message = (
+            f"the evaluation ran past {timeout:.0f}s waiting for exclusive use of the GPU (another "
+            "evaluation held it); not the candidate's fault: evaluate it again"
+        )
+        return "referee_error", FailureReport(stage=stage, kind="gpu_busy", message=message, detail=detail)
     if r.timed_out:
         message = f"the candidate ran past {timeout:.0f}s during {stage} and was killed (an endless loop or a hung kernel?)"
         return "timeout", FailureReport(stage=stage, kind="timeout", message=message, detail=detail)

@@ -1,5 +1,5 @@
-"""The tools the model works with. `default_tools` is the set `agent solve` offers; a new tool (e.g.
-issue 9's `tune`) is one more module here plus one line in `default_tools`."""
+"""The tools the model works with. `default_tools` is the set `agent solve` offers; a new tool is
+one more module here plus one line in `default_tools`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from .context import ToolContext, ToolSettings
 from .files import edit_file, list_files, read_file, write_file
 from .shell import shell
 from .skills import list_skills, read_skill
+from .tune import tune
 
 
 def default_tools(*, shell_enabled: bool = False) -> list[Tool]:
@@ -21,6 +22,7 @@ def default_tools(*, shell_enabled: bool = False) -> list[Tool]:
         verify,
         profile,
         submit,
+        tune,
         list_skills,
         read_skill,
     ]

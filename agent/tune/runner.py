@@ -263,7 +263,7 @@ def run_tuning(
         _confirm_winner(outcome, space, evaluator, start, log)
         result.outcome = outcome
         result.ok = outcome.best_key is not None
-        result.message = _summary(outcome)
+        result.message = _summary(outcome, result.compile_s)
         if result.ok and options.apply and outcome.best_config is not None:
             result.applied = _apply(space, workspace, outcome.best_config)
         if library is not None and options.record_experience:
@@ -337,7 +337,10 @@ def _apply(space: Space, workspace: Workspace, config: dict[str, int]) -> str:
     return "kernels/tune_config.h: " + ", ".join(f"{k}={v}" for k, v in config.items())
 
 
-def _summary(outcome: SearchOutcome) -> str:
+def _summary(outcome: SearchOutcome, compile_s: float = 0.0) -> str:
+    if not outcome.history:
+        spent = f"; the build took {compile_s:.1f} s of it" if compile_s >= 1 else ""
+        return f"nothing was measured: {outcome.stop_reason} before the first point{spent}"
     if outcome.best_key is None:
         return "no configuration produced a correct output; " + outcome.stop_reason
     if outcome.speedup is not None:

@@ -70,10 +70,14 @@ def render(result: TuneResult, top: int = 8) -> str:
         lines.append(f"warm start from {sources}")
     phases = ", ".join(f"{k} {v}" for k, v in outcome.phases.items())
     lines.append(f"evaluations by phase: {phases}")
-    default_ms = f"{outcome.default_ms:.4f} ms" if outcome.default_ms else "FAILED"
+    measured = bool(outcome.history)
+    default_ms = (
+        f"{outcome.default_ms:.4f} ms" if outcome.default_ms else ("FAILED" if measured else "not measured")
+    )
     lines.append(f"default  {outcome.default_key:<24} {default_ms}")
     if outcome.best_key is None:
-        lines.append("best     none: no configuration produced a correct output")
+        why = "no configuration produced a correct output" if measured else "nothing was measured"
+        lines.append(f"best     none: {why}")
     else:
         speed = f"  {outcome.speedup:.3f}x the default" if outcome.speedup else ""
         lines.append(f"best     {outcome.best_key:<24} {outcome.best_ms:.4f} ms{speed}")

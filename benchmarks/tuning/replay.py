@@ -8,7 +8,10 @@ at 25% recorded in a scratch experience library), random search (exact expectati
 Tuner's default strategy (brute force, which takes no budget: its first B points in order), and
 Kernel Tuner strategies in simulation mode where `kernel_tuner` imports. Reported per task:
 fraction of the optimum reached (optimum / found, averaged) and the methodology score
-(random -> 0, optimum -> 1, from the mean best time).
+(random -> 0, optimum -> 1, from the mean best time); for the warm start also the evaluations
+needed to measure a point within 5% of the optimum, cold and warm. A cache that lacks some valid
+points (a brute force cut short) is listed and left out. The brute-force run's own summary and
+its adaptive run, judged against the optimum of the same cache, close the table.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -37,6 +42,11 @@ from agent.tune.space import Point, Space  # noqa: E402
 
 FRACTIONS = (0.10, 0.25, 0.50)
 KT_STRATEGIES = ("random_sample", "greedy_ils", "genetic_algorithm", "simulated_annealing", "pso")
+NEAR = 0.95  # "within 5% of the optimum": optimum / time >= NEAR
+
+
+class IncompleteCache(ValueError):
+    """The cache lacks valid points of its own space: it cannot stand in for the GPU."""
 
 
 class Problem:
@@ -52,8 +62,15 @@ class Problem:
         self.features = Features.model_validate(meta.get("features", {}))
         default_key = meta.get("default")
         index = {self.space.key(p): p for p in self.space.points}
+        missing = [key for key in index if key not in self.times]
+        if missing:
+            raise IncompleteCache(
+                f"{path.name}: {len(missing)} of {len(index)} valid points were not measured (e.g. {missing[0]})"
+            )
         self.default: Point = index.get(default_key, self.space.points[0])
         values = [self.times[self.space.key(p)] for p in self.space.points]
+        if all(v is None for v in values):
+            raise IncompleteCache(f"{path.name}: no point of the space was measured correct")
         self.values = values
         self.optimum = min(v for v in values if v is not None)
 
@@ -65,7 +82,9 @@ class Problem:
         return max(2, round(fraction * len(self.space)))
 
 
-def run_ours(problem: Problem, evals: int, seed: int, warm: list[Point] = ()) -> float:
+def run_ours(problem: Problem, evals: int, seed: int, warm: Sequence[Point] = ()) -> tuple[float, int | None]:
+    """(true time of the returned configuration, evaluations until one within 5% of the optimum
+    was measured, or None)."""
     evaluator = ReplayEvaluator(problem.space, problem.times)
     search = Search(
         problem.space,
@@ -77,7 +96,15 @@ def run_ours(problem: Problem, evals: int, seed: int, warm: list[Point] = ()) ->
     )
     outcome = search.run()
     assert len(evaluator.measured) <= evals
-    return problem.true_time(outcome.best_key)
+    near = next(
+        (
+            i + 1
+            for i, key in enumerate(evaluator.measured)
+            if (t := problem.times[key]) is not None and problem.optimum / t >= NEAR
+        ),
+        None,
+    )
+    return problem.true_time(outcome.best_key), near
 
 
 def warm_points(source: Problem, target: Problem, library_path: Path) -> tuple[list[Point], str]:
@@ -119,21 +146,26 @@ def kt_run(problem: Problem, strategy: str, evals: int, seed: int) -> float | No
 
     np.random.seed(seed)
     random.seed(seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        results, _ = tune_kernel(
-            problem.cache.kernel_name,
-            "",
-            problem.cache.problem_size,
-            [],
-            problem.cache.tune_params,
-            restrictions=allowed,
-            cache=str(problem.path),
-            simulation_mode=True,
-            strategy=strategy,
-            strategy_options={"max_fevals": evals},
-            quiet=True,
-        )
+    with tempfile.TemporaryDirectory(prefix="tune-kt-") as scratch:
+        cache = (
+            Path(scratch) / problem.path.name
+        )  # Kernel Tuner may write to its cache: never the committed one
+        shutil.copy(problem.path, cache)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            results, _ = tune_kernel(
+                problem.cache.kernel_name,
+                "",
+                problem.cache.problem_size,
+                [],
+                problem.cache.tune_params,
+                restrictions=allowed,
+                cache=str(cache),
+                simulation_mode=True,
+                strategy=strategy,
+                strategy_options={"max_fevals": evals},
+                quiet=True,
+            )
     found = [r["time"] for r in results if r and "__error__" not in r and not isinstance(r.get("time"), str)]
     return min(found) if found else problem.true_time(None)
 
@@ -170,11 +202,13 @@ def evaluate(problems: list[Problem], seeds: int, kt_seeds: int, use_kt: bool) -
         for fraction in FRACTIONS:
             evals = problem.budget(fraction)
             random_best = expected_random_best(problem.values, evals)
-            arms: dict[str, list[float]] = {
-                "ours": [run_ours(problem, evals, s) for s in range(seeds)],
-            }
+            cold = [run_ours(problem, evals, s) for s in range(seeds)]
+            arms: dict[str, list[float]] = {"ours": [t for t, _ in cold]}
+            near: dict[str, list[int | None]] = {"ours": [n for _, n in cold]}
             if warm:
-                arms["ours_warm"] = [run_ours(problem, evals, s, warm) for s in range(seeds)]
+                hot = [run_ours(problem, evals, s, warm) for s in range(seeds)]
+                arms["ours_warm"] = [t for t, _ in hot]
+                near["ours_warm"] = [n for _, n in hot]
             first = [problem.times[problem.space.key(p)] for p in problem.space.points[:evals]]
             arms["kt_default"] = [min((v for v in first if v is not None), default=problem.true_time(None))]
             if use_kt:
@@ -207,12 +241,40 @@ def evaluate(problems: list[Problem], seeds: int, kt_seeds: int, use_kt: bool) -
                     "score": methodology_score(mean_best, random_best, problem.optimum),
                     "runs": len(found),
                 }
+                if arm in near:
+                    row[arm]["evals_to_near"] = near[arm]
             rows.append(row)
         print(f"{problem.name}: {time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
     return rows
 
 
-def markdown(rows: list[dict], problems: list[Problem], args: argparse.Namespace, use_kt: bool) -> str:
+def kt_note(use_kt: bool, no_kt: bool) -> str:
+    if use_kt:
+        from importlib.metadata import version
+
+        return f"kernel_tuner {version('kernel_tuner')} in simulation mode"
+    if no_kt:
+        return "--no-kt: Kernel Tuner's strategies were not run"
+    return "kernel_tuner NOT available: its strategies were not run"
+
+
+def near_cell(values: list[int | None], budget: int) -> str:
+    """Median evaluations to a point within 5% of the optimum; a run that never got there counts
+    as past the budget."""
+    reached = [v for v in values if v is not None]
+    if len(reached) * 2 <= len(values):
+        return f"> {budget} ({len(reached)}/{len(values)} runs)"
+    ordered = sorted(v if v is not None else budget + 1 for v in values)
+    return f"{statistics.median(ordered):g} ({len(reached)}/{len(values)} runs)"
+
+
+def markdown(
+    rows: list[dict],
+    problems: list[Problem],
+    args: argparse.Namespace,
+    use_kt: bool,
+    skipped: list[str] | None = None,
+) -> str:
     arms = ["ours", "ours_warm", "random", "kt_default"] + (
         [f"kt_{s}" for s in KT_STRATEGIES] if use_kt else []
     )
@@ -227,8 +289,14 @@ def markdown(rows: list[dict], problems: list[Problem], args: argparse.Namespace
         f"Caches: `{args.cache_dir}` ({len(problems)} tasks; device: {', '.join(device)}). "
         f"Generated by `benchmarks/tuning/replay.py` on {time.strftime('%Y-%m-%d')}, "
         f"torch {torch.__version__}; our search averaged over {args.seeds} seeds, Kernel Tuner strategies "
-        f"over {args.kt_seeds} seeds ({'kernel_tuner imported' if use_kt else 'kernel_tuner NOT available: its strategies were not run'}).",
+        f"over {args.kt_seeds} seeds ({kt_note(use_kt, args.no_kt)}).",
         "",
+        "Command: `python benchmarks/tuning/replay.py " + " ".join(sys.argv[1:]) + "`",
+        "",
+    ]
+    if skipped:
+        lines += ["Left out (incomplete caches):", "", *[f"- {why}" for why in skipped], ""]
+    lines += [
         "Fraction = optimum / time of the configuration returned (mean over seeds); score = methodology score "
         "from the mean best time (random search without replacement = 0, optimum = 1). `kt_default` is Kernel "
         "Tuner's default strategy, brute force, which accepts no budget: the best of its first B points in "
@@ -277,11 +345,77 @@ def markdown(rows: list[dict], problems: list[Problem], args: argparse.Namespace
         "`default` = optimum / time of the untuned start (what the tuner must never return worse than).",
         "",
     ]
-    lines += run_notes(args.cache_dir)
+    lines += warm_section(rows)
+    lines += run_notes(args.cache_dir, {p.name: p for p in problems})
     return "\n".join(lines)
 
 
-def run_notes(cache_dir: Path) -> list[str]:
+def warm_section(rows: list[dict]) -> list[str]:
+    """The gain from a warm start: fraction reached cold and warm, and evaluations to a point
+    within 5% of the optimum (at the largest budget, so most runs get there)."""
+    warm_rows = [r for r in rows if "ours_warm" in r]
+    if not warm_rows:
+        return []
+    lines = [
+        "## Warm start",
+        "",
+        "`ours_warm` first measures the best points the experience library holds for the same kernel's other "
+        "shape (its own tuning run at 25% of that space, recorded in a scratch library); those evaluations "
+        "count against the budget like any other.",
+        "",
+        "| budget | ours | ours_warm | gain |",
+        "|---|---|---|---|",
+    ]
+    for fraction in FRACTIONS:
+        sel = [r for r in warm_rows if r["fraction"] == fraction]
+        cold = statistics.fmean(r["ours"]["fraction_of_optimum"] for r in sel)
+        hot = statistics.fmean(r["ours_warm"]["fraction_of_optimum"] for r in sel)
+        lines.append(f"| {fraction:.0%} | {cold:.3f} | {hot:.3f} | {hot - cold:+.3f} |")
+    largest = max(FRACTIONS)
+    lines += [
+        "",
+        f"Evaluations until a point within {1 - NEAR:.0%} of the optimum was measured (median over seeds, "
+        f"budget {largest:.0%} of the space):",
+        "",
+        "| task | budget | ours | ours_warm | warm start from |",
+        "|---|---|---|---|---|",
+    ]
+    for r in warm_rows:
+        if r["fraction"] != largest:
+            continue
+        lines.append(
+            f"| {r['task']} | {r['evals']} | {near_cell(r['ours']['evals_to_near'], r['evals'])} | "
+            f"{near_cell(r['ours_warm']['evals_to_near'], r['evals'])} | {r['warm_from']} |"
+        )
+    lines.append("")
+    return lines
+
+
+def e2e_verdict(result_path: Path, problems: dict[str, Problem]) -> list[str]:
+    """The adaptive run's pick, judged by the brute force of the same task on the same GPU."""
+    try:
+        body = json.loads(result_path.read_text())
+    except (OSError, ValueError):
+        return []
+    outcome = body.get("outcome") or {}
+    problem = problems.get(body.get("task", ""))
+    best = outcome.get("best_key")
+    if problem is None or not best:
+        return []
+    usage = outcome.get("usage") or {}
+    brute = problem.times.get(best)
+    if brute is None:
+        return [f"Its pick {best} has no correct time in the brute-force cache.", ""]
+    return [
+        f"Its pick `{best}` after {usage.get('evaluations')} of {len(problem.space)} points "
+        f"({usage.get('evaluations', 0) / len(problem.space):.0%}) and {usage.get('wall_seconds', 0):.1f} s: "
+        f"the brute force timed it at {brute:.4f} ms, {problem.optimum / brute:.3f} of the optimum "
+        f"({problem.optimum:.4f} ms); the untuned start {problem.true_time(outcome.get('default_key')):.4f} ms.",
+        "",
+    ]
+
+
+def run_notes(cache_dir: Path, problems: dict[str, Problem] | None = None) -> list[str]:
     """The brute-force run's own record (summary.json) and its adaptive run's table, when present."""
     lines: list[str] = []
     summary_path = cache_dir / "summary.json"
@@ -313,6 +447,7 @@ def run_notes(cache_dir: Path) -> list[str]:
             "```",
             "",
         ]
+        lines += e2e_verdict(table.with_suffix(".json"), problems or {})
     return lines
 
 
@@ -335,18 +470,28 @@ def main() -> int:
     if not files:
         print(f"no cache files in {args.cache_dir}", file=sys.stderr)
         return 2
-    problems = [Problem(f) for f in files]
+    problems: list[Problem] = []
+    skipped: list[str] = []
+    for f in files:
+        try:
+            problems.append(Problem(f))
+        except IncompleteCache as exc:
+            skipped.append(str(exc))
+            print(f"left out: {exc}", file=sys.stderr)
+    if not problems:
+        print(f"no complete cache in {args.cache_dir}", file=sys.stderr)
+        return 2
     if any(p.synthetic for p in problems) and not args.allow_synthetic:
         print("these caches are SYNTHETIC: pass --allow-synthetic to replay them anyway", file=sys.stderr)
         return 2
     use_kt = kt_available() and not args.no_kt
-    if not use_kt:
+    if not use_kt and not args.no_kt:
         print(
             "kernel_tuner is not importable here: its strategies are skipped (pip install kernel_tuner)",
             file=sys.stderr,
         )
     rows = evaluate(problems, args.seeds, args.kt_seeds, use_kt)
-    text = markdown(rows, problems, args, use_kt)
+    text = markdown(rows, problems, args, use_kt, skipped)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)

@@ -1,231 +1,190 @@
-"""The untrusted candidate worker: imports the model's code and runs it (torch + stdlib only).
+"""The candidate worker's trusted supervisor (stdlib only): the process the host starts.
 
 usage: python -I candidate.py      (the spec, JSON, on stdin)
 
-A fresh process per evaluation, run through the Sandbox. It never sees an expected output:
-the judge computes those after this process has exited, from its own copy of the inputs.
-Order: read the spec and the run's key before any candidate code exists in the process;
-build the reference's randomized state from its seed; import the candidate and load that
-state; run the trials (fresh inputs per trial, allocator poisoned with NaN, operators
-recorded, outputs snapshotted in stream order); time it; profile it; write the completion
-record, authenticated with the run's key, to the result file. A crash, a hang or an early
-exit leaves no valid record, which the host reports as a failure.
+It holds what candidate code must not reach, in a process no candidate code runs in: the run's
+key (only it signs the completion record), the seeds of the timed calls (sent when the timing
+window opens, so none can be precomputed), the choice of timed calls to recheck (made when the
+window closes, from outputs the child had to keep), the GPU gate, and a clock of its own on the
+timing window. It starts `candidate_child.py`, which imports the candidate and does the work,
+and talks with it over a pipe (JSON lines). What the child reports is observations the host
+checks against what the supervisor saw; the supervisor adds its own under `supervisor`.
+
+Exit: 0 with a signed record when the child sent one and exited cleanly; otherwise the child's
+own status (a signal re-raised as that signal), so the host sees the crash as it happened.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import hmac
 import json
 import os
+import random
+import secrets
+import signal
+import subprocess
 import sys
-import threading
+import time
+from typing import IO
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-# Captured before any candidate code runs, so that patching the modules later changes nothing here.
-_urandom = os.urandom
-_dumps = json.dumps
-_hmac_new = hmac.new
-_sha256 = hashlib.sha256
-_replace = os.replace
+from gpu_gate import open_gate
+
+CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate_child.py")
+PR_SET_DUMPABLE = 4
+MAX_STAGES = 200
 
 
-class ResultWriter:
-    def __init__(self, key: bytes, exchange_dir: str) -> None:
+def _not_dumpable() -> None:
+    """Keep same-uid processes (the child) out of this one's memory: no ptrace, no /proc/PID/mem."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+class Supervisor:
+    def __init__(self, spec: dict, key: bytes) -> None:
+        self.spec = spec
         self._key = key
-        self.path = os.path.join(exchange_dir, "result.json")
+        self.exchange = spec["exchange_dir"]
+        self.gate = open_gate(spec.get("gpu_gate"))
         self._progress = os.open(
-            os.path.join(exchange_dir, "progress.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND
+            os.path.join(self.exchange, "progress.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
         )
-        self.stage_name = "start"
+        self.started = time.monotonic()
+        self.seen: dict = {
+            "gate": "none requested"
+            if not spec.get("gpu_gate")
+            else ("held" if self.gate else "unavailable"),
+            "gate_wait_s": 0.0,
+            "stages": [],
+            "window": None,
+        }
+        self._window_start = 0.0
+        self._picker = random.Random(secrets.randbits(64))
 
-    def stage(self, name: str) -> None:
-        self.stage_name = name
-        os.write(self._progress, (name + "\n").encode())
+    # -- what the child asks ---------------------------------------------------------------
+    def handle(self, message: dict) -> dict | None:
+        op = message.get("op")
+        if op == "stage":
+            name = str(message.get("name", ""))[:200]
+            if len(self.seen["stages"]) < MAX_STAGES:
+                self.seen["stages"].append([name, round(time.monotonic() - self.started, 4)])
+            os.write(self._progress, (name.replace("\n", " ") + "\n").encode())
+            return None
+        if op == "exclusive":
+            self._hold("exclusive")
+            return {"ok": True}
+        if op == "exclusive_done":
+            self._hold("shared")
+            return {"ok": True}
+        if op == "window_open":
+            return self._open_window(message)
+        if op == "window_close":
+            return self._close_window(message)
+        return {"error": f"unknown request {op!r}"}
 
-    def finish(self, body: dict) -> None:
-        payload = _dumps(body, sort_keys=True, default=str)
-        mac = _hmac_new(self._key, payload.encode(), _sha256).hexdigest()
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as handle:
-            handle.write(_dumps({"body": payload, "mac": mac}))
-        _replace(tmp, self.path)
+    def _hold(self, mode: str) -> None:
+        if self.gate is None:
+            return
+        waited = time.monotonic()
+        self.gate.hold(mode)  # type: ignore[arg-type]
+        self.seen["gate_wait_s"] += time.monotonic() - waited
+
+    def _open_window(self, message: dict) -> dict:
+        reps = max(0, int(message.get("reps", 0)))
+        hold = bool(message.get("hold"))
+        rechecks = max(0, int(self.spec.get("rechecks", 2)))
+        window = {
+            "reps_planned": reps,
+            "seed": secrets.randbits(62),
+            "held_outputs": hold,
+            "rechecks": min(rechecks, reps),
+            "picks": [],
+            "picks_known_in_advance": not hold,
+        }
+        if not hold:  # the child cannot keep every output: it learns the picks now, and says so
+            window["picks"] = sorted(self._picker.sample(range(reps), window["rechecks"]))
+        self.seen["window"] = window
+        answer = {"seed": window["seed"], "picks": window["picks"] if not hold else None}
+        self._window_start = time.monotonic()
+        return answer
+
+    def _close_window(self, message: dict) -> dict:
+        elapsed_ms = (time.monotonic() - self._window_start) * 1e3
+        window = self.seen["window"]
+        if window is None:
+            return {"error": "window_close without window_open"}
+        reps_run = min(max(0, int(message.get("reps", 0))), window["reps_planned"])
+        window.update(window_ms=elapsed_ms, reps_run=reps_run)
+        if window["held_outputs"]:
+            window["picks"] = sorted(self._picker.sample(range(reps_run), min(window["rechecks"], reps_run)))
+        return {"picks": window["picks"]}
+
+    # -- the record ------------------------------------------------------------------------
+    def sign(self, body: dict) -> None:
+        body["supervisor"] = self.seen
+        payload = json.dumps(body, sort_keys=True, default=str)
+        mac = hmac.new(self._key, payload.encode(), hashlib.sha256).hexdigest()
+        path = os.path.join(self.exchange, "result.json")
+        with open(path + ".tmp", "w") as handle:
+            handle.write(json.dumps({"body": payload, "mac": mac}))
+        os.replace(path + ".tmp", path)
 
 
 def main() -> None:
+    _not_dumpable()
     spec = json.loads(sys.stdin.buffer.read())
     key = bytes.fromhex(spec.pop("key"))
-    writer = ResultWriter(key, spec["exchange_dir"])
+    supervisor = Supervisor(spec, key)
     del key
-    body: dict = {"run_id": spec["run_id"], "done": False, "failure": None, "trials": []}
+    supervisor._hold("shared")
+    from_child, to_us = os.pipe()
+    child = subprocess.Popen(
+        [sys.executable, "-I", CHILD, str(to_us)],
+        stdin=subprocess.PIPE,
+        pass_fds=(to_us,),
+        close_fds=True,
+    )
+    os.close(to_us)
+    assert child.stdin is not None
+    body = converse(supervisor, child.stdin, os.fdopen(from_child, "rb"), spec)
+    returncode = child.wait()
+    if body is not None:
+        supervisor.sign(body)
+    if supervisor.gate is not None:
+        supervisor.gate.close()
+    if returncode < 0:
+        signal.signal(-returncode, signal.SIG_DFL)
+        os.kill(os.getpid(), -returncode)
+    sys.exit(0 if body is not None and returncode == 0 else (returncode or 0))
+
+
+def converse(supervisor: Supervisor, to_child: IO[bytes], from_child: IO[bytes], spec: dict) -> dict | None:
+    """Serve the child's requests until it sends its record (returned) or goes away (None)."""
     try:
-        run(spec, body, writer)
-        body["done"] = True
-    except BaseException as exc:
-        body["failure"] = _failure(exc, writer.stage_name)
-    body["stage"] = writer.stage_name
-    writer.finish(body)
-    sys.stderr.flush()
-    os._exit(0)  # no candidate atexit handler or finalizer runs after the record is written
-
-
-def run(spec: dict, body: dict, writer: ResultWriter) -> None:
-    writer.stage("import torch")
-    import copy
-
-    import torch
-
-    # Every worker module is imported before the candidate exists, so it cannot plant its own.
-    from candidate_trials import profile_kernels, run_trials, time_candidate
-    from referee_common import StageFailure, build_reference, load_task_module, seeded_call, state_checksum
-
-    device = spec["device"]
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise StageFailure("device", "no_gpu", "no CUDA GPU is visible to the candidate worker")
-    body["device"] = _device_info(device)
-
-    writer.stage("reference state")
-    namespace = load_task_module(spec["task_source"], spec["task_filename"])
-    get_inputs = namespace["get_inputs"]
-    init_args = seeded_call(namespace["get_init_inputs"], spec["init_seed"], device)
-    reference = build_reference(namespace, init_args, spec["state_seed"], device)
-    state = {name: t.detach().clone() for name, t in reference.state_dict().items()}
-    body["state_checksum"] = state_checksum(state)
-    del reference
-
-    flags_before = _global_flags()
-    threads_before = {t.ident for t in threading.enumerate()}
-
-    writer.stage("import candidate")
-    model_class = _import_candidate(spec["solution"])
-    writer.stage("construct ModelNew")
-    with torch.device(device):
-        model = model_class(*copy.deepcopy(init_args))
-    if not isinstance(model, torch.nn.Module):
-        raise StageFailure("construct ModelNew", "interface", "ModelNew(...) is not a torch.nn.Module")
-    model = model.to(device)
-
-    writer.stage("load state")
-    loaded = model.load_state_dict(state, strict=False)
-    body["state_load"] = {"missing": list(loaded.missing_keys), "unexpected": list(loaded.unexpected_keys)}
-    if state and (loaded.missing_keys or loaded.unexpected_keys):
-        raise StageFailure(
-            "load state",
-            "state_mismatch",
-            "ModelNew's parameters and buffers do not match the reference Model's: "
-            f"missing {list(loaded.missing_keys)}, unexpected {list(loaded.unexpected_keys)}. "
-            "Keep the reference's parameter names and shapes so its state_dict loads.",
-        )
-    del state
-
-    signature = run_trials(spec, body, writer.stage, model, get_inputs)
-    if spec["profile"]:
-        writer.stage("timing")
-        time_candidate(spec, body, model, get_inputs, signature, _urandom)
-        writer.stage("profile")
-        profile_kernels(spec, body, model, get_inputs, _urandom)
-    flags_after = _global_flags()
-    body["flags_changed"] = {
-        k: [v, flags_after.get(k)] for k, v in flags_before.items() if flags_after.get(k) != v
-    }
-    started = [t.name for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
-    body["threads"] = {"python_new": sorted(started)}
-
-
-def _failure(exc: BaseException, stage: str) -> dict:
-    try:
-        from referee_common import StageFailure, classify_error, describe_error
-
-        if isinstance(exc, StageFailure):
-            return {"stage": exc.stage, "kind": exc.kind, "message": exc.message, "traceback": ""}
-        message, tb = describe_error(exc)
-        return {"stage": stage, "kind": classify_error(exc), "message": message, "traceback": tb}
-    except BaseException:  # torch itself may be what failed to import
-        return {
-            "stage": stage,
-            "kind": "exception",
-            "message": f"{type(exc).__name__}: {exc}",
-            "traceback": "",
-        }
-
-
-def _import_candidate(solution: dict) -> type:
-    import importlib.util
-
-    import torch
-    from referee_common import StageFailure
-
-    if solution["kind"] == "workspace":
-        ext_spec = importlib.util.spec_from_file_location(solution["extension"], solution["module_path"])
-        if ext_spec is None or ext_spec.loader is None:
-            raise StageFailure("import candidate", "import", f"cannot load {solution['module_path']}")
-        extension = importlib.util.module_from_spec(ext_spec)
-        ext_spec.loader.exec_module(extension)
-        sys.modules[solution["extension"]] = extension
-    else:
-        os.environ["TORCH_EXTENSIONS_DIR"] = solution["build_dir"]
-        try:
-            from cuda_env import find_toolkit
-
-            os.environ.setdefault("CUDA_HOME", find_toolkit().cuda_home)
-        except Exception:  # a solution without load_inline needs no toolkit
-            pass
-    entry_spec = importlib.util.spec_from_file_location(solution["module_name"], solution["entry"])
-    if entry_spec is None or entry_spec.loader is None:
-        raise StageFailure("import candidate", "import", f"cannot load {solution['entry']}")
-    module = importlib.util.module_from_spec(entry_spec)
-    sys.modules[solution["module_name"]] = module
-    entry_spec.loader.exec_module(module)
-    model_class = module.__dict__.get("ModelNew")
-    if not isinstance(model_class, type) or not issubclass(model_class, torch.nn.Module):
-        raise StageFailure(
-            "import candidate", "interface", "the solution defines no `class ModelNew(nn.Module)`"
-        )
-    return model_class
-
-
-def _device_info(device: str) -> dict:
-    import torch
-
-    info = {"device": device, "torch": torch.__version__, "python": sys.version.split()[0]}
-    if device.startswith("cuda"):
-        props = torch.cuda.get_device_properties(torch.device(device))
-        info.update(name=props.name, capability=f"{props.major}.{props.minor}")
-    else:
-        info.update(name="cpu", capability="")
-    return info
-
-
-def _global_flags() -> dict:
-    """Backend switches that change numerics or speed of torch operators (TF32 and friends)."""
-    import warnings
-
-    import torch
-
-    getters = {
-        "cuda.matmul.allow_tf32": lambda: torch.backends.cuda.matmul.allow_tf32,
-        "cuda.matmul.allow_fp16_reduced_precision_reduction": lambda: (
-            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
-        ),
-        "cuda.matmul.allow_bf16_reduced_precision_reduction": lambda: (
-            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
-        ),
-        "cudnn.allow_tf32": lambda: torch.backends.cudnn.allow_tf32,
-        "cudnn.benchmark": lambda: torch.backends.cudnn.benchmark,
-        "cudnn.deterministic": lambda: torch.backends.cudnn.deterministic,
-        "float32_matmul_precision": lambda: torch.get_float32_matmul_precision(),
-        "deterministic_algorithms": lambda: torch.are_deterministic_algorithms_enabled(),
-    }
-    flags = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name, get in getters.items():
+        to_child.write((json.dumps(spec) + "\n").encode())
+        to_child.flush()
+        for line in from_child:
             try:
-                flags[name] = repr(get())
-            except Exception as exc:
-                flags[name] = f"unreadable: {type(exc).__name__}"
-    return flags
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(message, dict):
+                continue
+            if message.get("op") == "result":
+                body = message.get("body")
+                return body if isinstance(body, dict) else None
+            answer = supervisor.handle(message)
+            if answer is not None:
+                to_child.write((json.dumps(answer) + "\n").encode())
+                to_child.flush()
+    except (BrokenPipeError, OSError):
+        return None
+    return None
 
 
 if __name__ == "__main__":

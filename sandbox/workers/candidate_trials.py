@@ -11,7 +11,6 @@ file for the judge; no expected value exists anywhere in this process.
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import Any
 
 import torch
 from op_policy import FORWARD_LABEL, make_recorder, ops_under
+from protocol import derive_seed
 from referee_common import (
     StageFailure,
     aliased_inputs,
@@ -31,7 +31,7 @@ from referee_common import (
     seeded_call,
     tensors_in,
 )
-from timing import TimingConfig, time_calls
+from timing import TimedSession, TimingConfig, time_calls
 
 Signature = list[tuple[list[int], str]]
 POISON_BYTES = 256 * 1024 * 1024
@@ -141,21 +141,69 @@ def _fresh_seed(urandom: Any) -> int:
     return int.from_bytes(urandom(8), "little") >> 2
 
 
+class SupervisedTiming(TimedSession):
+    """The candidate's timed window, bracketed by its supervisor: the timed inputs' seed arrives
+    when the window opens and the outputs to recheck are named when it closes, so nothing in this
+    process can know either in advance. Outputs of the named calls are saved for the judge."""
+
+    def __init__(self, link: Any, spec: dict, urandom: Any) -> None:
+        super().__init__()
+        self.link = link
+        self.exchange_dir = spec["exchange_dir"]
+        self._urandom = urandom
+        self.base_seed: int | None = None
+        self.picks: list[int] = []
+        self.rechecks: list[dict] = []
+
+    def begin(self, reps: int, hold_all: bool) -> None:
+        super().begin(reps, hold_all)
+        answer = self.link.request("window_open", reps=reps, hold=hold_all)
+        self.base_seed = int(answer["seed"])
+        self.picks = list(answer.get("picks") or [])
+
+    def seed(self, index: int) -> int:
+        if index < 0 or self.base_seed is None:
+            return _fresh_seed(self._urandom)
+        return derive_seed(self.base_seed, index)
+
+    def keep(self, index: int) -> bool:
+        return self.hold_all or index in self.picks
+
+    def end(self, reps_run: int, kept: dict[int, Any]) -> None:
+        answer = self.link.request("window_close", reps=reps_run)
+        picks = list(answer.get("picks") or []) if self.hold_all else self.picks
+        for index in picks:
+            if index not in kept:
+                continue
+            structure, leaves = flatten_outputs(kept[index])
+            snapshots = [leaf if type(leaf) is torch.Tensor else None for leaf in leaves]
+            file = f"recheck_{len(self.rechecks)}.pt"
+            save_outputs(os.path.join(self.exchange_dir, file), structure, leaves, snapshots)
+            self.rechecks.append(
+                {
+                    "index": index,
+                    "file": file,
+                    "structure": structure,
+                    "leaves": [describe_leaf(leaf) for leaf in leaves],
+                }
+            )
+
+
 def time_candidate(
-    spec: dict, body: dict, model: torch.nn.Module, get_inputs: Any, signature: Signature, urandom: Any
+    spec: dict,
+    body: dict,
+    model: torch.nn.Module,
+    get_inputs: Any,
+    signature: Signature,
+    session: SupervisedTiming,
 ) -> None:
-    """Timed calls on inputs made fresh for each call from seeds drawn here, after the candidate was
-    imported; a few timed outputs, picked at random, are saved for the judge to recheck."""
+    """Timed calls on inputs made fresh for each call from the seeds the supervisor hands out when
+    the window opens; the outputs it names when the window closes are saved for the judge."""
     device = spec["device"]
     config = TimingConfig.from_dict(spec.get("timing"))
-    picker = random.Random(_fresh_seed(urandom))
-    picks = set(picker.sample(range(config.min_reps), min(spec.get("rechecks", 2), config.min_reps)))
-    seeds: dict[int, int] = {}
-    rechecks: list[dict] = []
 
     def make_inputs(index: int) -> Any:
-        seed = _fresh_seed(urandom)
-        inputs = seeded_call(get_inputs, seed, device)
+        inputs = seeded_call(get_inputs, session.seed(index), device)
         if _signature(tensors_in(inputs)) != signature:
             raise StageFailure(
                 "timing",
@@ -163,31 +211,13 @@ def time_candidate(
                 "inputs made for a timed call differ in shape or dtype from the task's: "
                 "something in the candidate process changed how inputs are generated",
             )
-        seeds[index] = seed
         return inputs
-
-    def on_output(index: int, inputs: Any, out: Any) -> None:
-        if index not in picks:
-            return
-        structure, leaves = flatten_outputs(out)
-        snapshots = [leaf if type(leaf) is torch.Tensor else None for leaf in leaves]
-        file = f"recheck_{len(rechecks)}.pt"
-        save_outputs(os.path.join(spec["exchange_dir"], file), structure, leaves, snapshots)
-        rechecks.append(
-            {
-                "index": index,
-                "seed": seeds[index],
-                "file": file,
-                "structure": structure,
-                "leaves": [describe_leaf(leaf) for leaf in leaves],
-            }
-        )
 
     with torch.no_grad():
         body["timing"] = time_calls(
-            lambda inputs: model(*inputs), make_inputs, device=device, config=config, on_output=on_output
+            lambda inputs: model(*inputs), make_inputs, device=device, config=config, session=session
         )
-    body["rechecks"] = rechecks
+    body["rechecks"] = session.rechecks
 
 
 def profile_kernels(spec: dict, body: dict, model: torch.nn.Module, get_inputs: Any, urandom: Any) -> None:

@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch
 from compare import compare_tensors, compare_values, tolerance_for
+from gpu_gate import GpuGate, open_gate
 from protocol import emit, stdout_to_stderr
 from referee_common import (
     aliased_inputs,
@@ -61,6 +62,17 @@ def main() -> None:
 
 
 def judge(spec: dict, result: dict) -> None:
+    gate = open_gate(spec.get("gpu_gate"))  # shared to compare, exclusive to time
+    try:
+        if gate is not None:
+            gate.hold("shared")
+        _judge(spec, result, gate)
+    finally:
+        if gate is not None:
+            gate.close()
+
+
+def _judge(spec: dict, result: dict, gate: GpuGate | None) -> None:
     device = spec["device"]
     result["device"] = _device_info(device)
     namespace = load_task_module(spec["task_source"], spec["task_filename"])
@@ -94,6 +106,8 @@ def judge(spec: dict, result: dict) -> None:
         del inputs
 
     checked = [d for report in result["trials"] + result["rechecks"] for d in report.get("diffs", [])]
+    if gate is not None and (spec.get("baselines") or spec.get("measure_bandwidth")):
+        gate.hold("exclusive")
     if all(d.get("passed") for d in checked):  # no baseline is worth timing for a wrong answer
         result["baselines"] = _baselines(model, get_inputs, spec)
     else:

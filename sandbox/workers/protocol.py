@@ -50,3 +50,11 @@ def parse(stdout: str) -> dict[str, Any] | None:
                 return None
             return value if isinstance(value, dict) else None
     return None
+
+
+SEED_MASK = (1 << 62) - 1
+
+
+def derive_seed(base: int, index: int) -> int:
+    """The seed of timed call `index` from the window's base seed (candidate, host and judge alike)."""
+    return ((base ^ (index * 0x9E3779B97F4A7C15)) * 0xBF58476D1CE4E5B9 + index) & SEED_MASK

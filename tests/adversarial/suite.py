@@ -16,7 +16,6 @@ expected.json:
   profile    whether timing/profiling must run (timing attacks only)
   flag       optional: a performance flag code the result must carry
   static     optional: codes agent.referee.guard_static must report
-  needs      optional: a guard that must be wired into the referee for `verdict` to hold
   cpu_task   optional: tests/adversarial/tasks/<name>.py for the CPU end-to-end subset
   cpu_verdict optional: the verdict on the CPU (defaults to `verdict`)
 """

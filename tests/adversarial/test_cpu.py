@@ -35,7 +35,6 @@ from tests.referee.conftest import QUICK_TIMING, python_only_compile
 
 CANDIDATES = load_candidates()
 ADVISORY = {"streams", "low_precision"}  # static findings a legitimate kernel may well have
-IDENTITY_WIRED = "guard_identity" in (WORKERS_DIR / "candidate.py").read_text()
 
 
 def _ids(cands: list[Candidate]) -> list[str]:
@@ -206,9 +205,6 @@ def cpu_summary() -> Iterator[None]:
 
 def _expectation(cand: Candidate) -> tuple[set[str], str | None, str]:
     e = dict(cand.expected)
-    if e.get("needs") == "guard_identity" and not IDENTITY_WIRED:
-        e |= e.get("without_guard", {})
-        e.pop("accept", None)
     verdicts = {e.get("cpu_verdict", e["verdict"]), *e.get("accept", [])}
     return verdicts, e.get("flag"), e["catch"]
 

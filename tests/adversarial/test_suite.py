@@ -8,8 +8,10 @@ KERNEL_AGENT_SUITE_SHARD=i/n runs every n-th candidate from the i-th (each shard
 baselines), for machines that limit one command's wall time.
 
 Wall time is kept low: every CUDA workspace is compiled up front in parallel (evaluate then finds
-it up to date), candidates of one task share one baseline cache, the torch.compile baseline is
-skipped, timing and profiling run only for timing attacks, 2 trials each.
+it up to date), then SUITE_CONCURRENCY evaluations run at once on the GPU (the referee's GPU gate
+keeps every timing exclusive), candidates of one task share one baseline cache, the torch.compile
+baseline is skipped, timing and profiling run only for timing attacks, 2 trials each. The D6
+candidates, which try to rewrite baseline caches, run alone after the others.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from agent.referee.baselines import BaselineCache
 from agent.referee.guard_static import codes, scan_solution
 from agent.tasks import Task, load_task
 from agent.workspace import open_solution
-from sandbox.base import WORKERS_DIR, open_sandbox
+from sandbox.base import open_sandbox
 from sandbox.workers.timing import TimingConfig
 from tests.adversarial.suite import Candidate, Row, load_candidates, materialize, write_summary
 
@@ -41,8 +43,8 @@ pytestmark = [
 
 SUITE_TIMING = TimingConfig(warmup_ms=10, min_warmup=3, target_ms=40, min_reps=10, max_reps=60, max_seconds=8)
 TRIALS = 2
-IDENTITY_WIRED = "guard_identity" in (WORKERS_DIR / "candidate.py").read_text()
-# Grouped by task so a task's baseline is timed once; d6 rewrites baseline caches, so it goes last.
+SUITE_CONCURRENCY = int(os.environ.get("KERNEL_AGENT_SUITE_CONCURRENCY", "4"))
+# d6 rewrites baseline caches, so it goes last and alone.
 CANDIDATES = sorted(load_candidates(), key=lambda c: (c.name.startswith("d6"), c.expected["task"], c.name))
 
 
@@ -101,12 +103,51 @@ def summary() -> Iterator[None]:
 
 
 def expectation(cand: Candidate) -> dict:
-    e = dict(cand.expected)
-    if e.get("needs") == "guard_identity" and not IDENTITY_WIRED:
-        e |= e.get("without_guard", {})
-        e["accept"] = []
-        e["note"] = "guard_identity not wired into candidate.py: expecting today's (weaker) outcome"
-    return e
+    return dict(cand.expected)
+
+
+def judge(
+    cand: Candidate, tasks: dict[str, Task], built: dict[str, Path], baselines: BaselineCache
+) -> EvalResult:
+    return evaluate(
+        tasks[cand.expected["task"]],
+        built[cand.name],
+        policy=cand.policy,
+        trials=TRIALS,
+        profile=cand.profile,
+        compile_mode=None,
+        timing=SUITE_TIMING,
+        baseline_cache=baselines,
+        run_timeout=300.0,
+    )
+
+
+@pytest.fixture(scope="module")
+def verdicts(
+    request: pytest.FixtureRequest, tasks: dict[str, Task], built: dict[str, Path], baselines: BaselineCache
+) -> dict[str, EvalResult | BaseException]:
+    """Every selected candidate judged, several at once; the D6 ones afterwards, one at a time."""
+    selected = {
+        item.callspec.params["cand"].name
+        for item in request.session.items
+        if hasattr(item, "callspec") and "cand" in item.callspec.params
+    }
+    chosen = [c for c in CANDIDATES if c.name in selected]
+    together = [c for c in chosen if not c.name.startswith("d6")]
+    alone = [c for c in chosen if c.name.startswith("d6")]
+    found: dict[str, EvalResult | BaseException] = {}
+
+    def run(cand: Candidate) -> None:
+        try:
+            found[cand.name] = judge(cand, tasks, built, baselines)
+        except BaseException as exc:  # reported by that candidate's test
+            found[cand.name] = exc
+
+    with ThreadPoolExecutor(max_workers=max(1, SUITE_CONCURRENCY)) as pool:
+        list(pool.map(run, together))
+    for cand in alone:
+        run(cand)
+    return found
 
 
 def problems_with(cand: Candidate, e: dict, result: EvalResult) -> list[str]:
@@ -123,28 +164,38 @@ def problems_with(cand: Candidate, e: dict, result: EvalResult) -> list[str]:
         problems.append(f"{speedup.value:.1f}x vs eager: the candidate rewrote the baseline cache")
     if e["pattern"] == "legit" and result.policy_report and result.policy_report.violations:
         problems.append(f"violations on a legitimate solution: {result.policy_report.violations}")
+    if e["pattern"] == "C8" and not (result.performance and result.performance.candidate.persisting_l2_reset):
+        problems.append("persisting L2 lines were not reset before each timed call")
+    if e["pattern"] == "legit" and "timing_inconsistent" in flags:
+        problems.append("the timing check doubts a legitimate solution")
     return problems
+
+
+def _timing_note(result: EvalResult) -> str:
+    check = result.performance.timing_check if result.performance else None
+    if check is None or check.ratio is None:
+        return ""
+    return f"timing check: reported/floor {check.ratio:.2f}"
 
 
 @pytest.mark.parametrize("cand", CANDIDATES, ids=[c.name for c in CANDIDATES])
 def test_candidate_gets_its_verdict(
-    cand: Candidate, tasks: dict[str, Task], built: dict[str, Path], baselines: BaselineCache
+    cand: Candidate, built: dict[str, Path], verdicts: dict[str, EvalResult | BaseException]
 ) -> None:
     e = expectation(cand)
-    result = evaluate(
-        tasks[e["task"]],
-        built[cand.name],
-        policy=cand.policy,
-        trials=TRIALS,
-        profile=cand.profile,
-        compile_mode=None,
-        timing=SUITE_TIMING,
-        baseline_cache=baselines,
-        run_timeout=300.0,
-    )
+    result = verdicts[cand.name]
+    if isinstance(result, BaseException):
+        raise result
     problems = problems_with(cand, e, result)
     static = sorted(codes(scan_solution(open_solution(built[cand.name]))))
-    note = "; ".join(problems) or e.get("note", "") or (f"static: {', '.join(static)}" if static else "")
+    note = "; ".join(
+        part
+        for part in (
+            "; ".join(problems) or e.get("note", "") or (f"static: {', '.join(static)}" if static else ""),
+            _timing_note(result),
+        )
+        if part
+    )
     expected = "|".join(sorted({e["verdict"], *e.get("accept", [])}))
     ROWS.append(Row(cand.name, e["pattern"], expected, result.verdict, e["catch"], not problems, note))
     assert not problems, f"{cand.name}: {problems}\n{result.feedback()}"

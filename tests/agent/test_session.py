@@ -1,8 +1,9 @@
 """Whole sessions: write -> compile -> verify -> profile -> revise -> submit.
 
 - slow: on the CPU machine, every compile is real (nvcc for sm_90); verdicts come from the fake referee.
-- gpu: on a GPU machine, end to end with the real referee, then replayed from its own transcript.
-  Set KERNEL_AGENT_RECORD_DIR to keep the output folders (e.g. benchmarks/results/solve-h200).
+- gpu: on a GPU machine, end to end with the real referee, then replayed from its own transcript
+  (agent.replay). Set KERNEL_AGENT_GPU_ARTIFACTS=DIR to keep both runs' files and the replay report
+  under DIR, laid out as benchmarks/results/solve-h200/ (benchmarks/transcripts_gpu.sh does).
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from agent.judging import RefereeAdapter
-from agent.models.replay import ReplayModel
-from agent.solve import SolveConfig, solve
+from agent.replay import ReplayReport, replay_run
 from agent.tasks import load_task
 from agent.toolkit import find_toolkit
 from agent.transcript import EvaluationEvent, ToolResultEvent, read_transcript
@@ -121,12 +121,31 @@ FUSED_PLAN = SessionPlan(
 )
 
 
-def _record(out: Path, name: str) -> None:
-    record_dir = os.environ.get("KERNEL_AGENT_RECORD_DIR")
-    if record_dir:
-        dest = Path(record_dir) / name
-        shutil.rmtree(dest, ignore_errors=True)
-        shutil.copytree(out, dest, ignore=shutil.ignore_patterns("__pycache__", "snapshots"))
+ARTIFACTS_ENV = "KERNEL_AGENT_GPU_ARTIFACTS"
+RUN_FILES = ("transcript.jsonl", "result.json", "report.md", "model_new.py", "run.json")
+
+
+def _keep(out: Path, name: str, *extra: str) -> None:
+    """Copy a run's files to $KERNEL_AGENT_GPU_ARTIFACTS/name (nothing when it is unset)."""
+    folder = os.environ.get(ARTIFACTS_ENV)
+    if not folder:
+        return
+    dest = Path(folder) / name
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for file in (*RUN_FILES, *extra):
+        if (out / file).is_file():
+            shutil.copy2(out / file, dest / file)
+
+
+def _write_replay_report(report: ReplayReport, folder: Path) -> None:
+    from rich.console import Console
+
+    from agent.cli_transcripts import print_report
+
+    (folder / "replay.json").write_text(report.model_dump_json(indent=2))
+    with (folder / "replay.txt").open("w") as text:
+        print_report(report, Console(file=text, width=200, color_system=None))
 
 
 @pytest.mark.gpu
@@ -136,8 +155,8 @@ def test_pipeline_session_end_to_end_on_the_gpu_then_replayed(tmp_path: Path) ->
     limits = UNLIMITED.model_copy(update={"gpu": 1800.0})
     out = tmp_path / "scripted"
     result, model = run_solve(out, pipeline_steps(FUSED_PLAN), task, referee=referee, limits=limits)
+    _keep(out, "2_Scale_Bias_Sigmoid_Residual-scripted")
     model.assert_complete()
-    _record(out, "2_Scale_Bias_Sigmoid_Residual-scripted")
     results = results_by_call(out)
     assert results["compile_1"].is_error and "bias_value" in results["compile_1"].content
     assert results["verify_1"].content.startswith("VERDICT: correct"), results["verify_1"].content
@@ -147,16 +166,17 @@ def test_pipeline_session_end_to_end_on_the_gpu_then_replayed(tmp_path: Path) ->
     assert best["performance"]["speedup_vs_eager"]["outcome"] == "faster", best["performance"]
     assert result.best is not None and result.best.speedup is not None and result.best.speedup > 1.5
 
+    # What `agent replay` does: the recorded turns through the loop again, the real referee, the
+    # recorded configuration; then every tool result compared with the recording.
     replayed_out = tmp_path / "replayed"
-    replayed = solve(
-        SolveConfig(task=FUSED_TASK, out=replayed_out, model="replay", budget=limits),
-        model=ReplayModel.from_transcript(out / "transcript.jsonl"),
-        referee=referee,
-        task=task,
-    )
-    _record(replayed_out, "2_Scale_Bias_Sigmoid_Residual-replayed")
-    assert replayed.status == "submitted" and replayed.verified, replayed.message
-    assert replayed.best is not None and replayed.best.speedup is not None and replayed.best.speedup > 1.5
+    report = replay_run(out / "transcript.jsonl", out=replayed_out)
+    _write_replay_report(report, replayed_out)
+    _keep(replayed_out, "2_Scale_Bias_Sigmoid_Residual-replayed", "replay.json", "replay.txt")
+    assert report.recorded_gpu == report.replay_gpu
+    assert report.replay_status == "submitted", report.summary()
+    replayed = json.loads((replayed_out / "run.json").read_text())
+    assert replayed["verified"] and replayed["best"]["speedup"] > 1.5, replayed
+    assert not report.diverged, (replayed_out / "replay.txt").read_text()
 
 
 @pytest.mark.gpu

@@ -113,6 +113,7 @@ def test_default_tools_have_unique_names_and_shell_only_on_request() -> None:
         "verify",
         "profile",
         "submit",
+        "tune",
         "list_skills",
         "read_skill",
     ]

@@ -1,4 +1,4 @@
-"""One fake evaluator (two fake GPUs, each with its worker process) shared by the batch tests:
+"""One fake evaluator (two fake GPUs, two worker processes each) shared by the batch tests:
 starting a worker imports torch, which takes seconds."""
 
 from __future__ import annotations
@@ -15,5 +15,6 @@ from tests.batch.helpers import fake_config, fake_evaluator
 def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEvaluator]:
     tmp = tmp_path_factory.mktemp("evaluator")
     ev = fake_evaluator(fake_config(tmp, tmp, tmp, compile_workers=4))
+    assert isinstance(ev, LocalEvaluator) and ev.evals_per_gpu == 2
     yield ev
     ev.close()

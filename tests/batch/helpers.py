@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.batch.executors.local import LocalEvaluator
+from agent.batch.executors import Evaluator
 from agent.batch.fakes import fake_compile, fake_judge
 from agent.batch.models import BatchConfig, EvalOptions
-from agent.batch.runner import BatchRunner, BatchSummary
+from agent.batch.runner import BatchRunner, BatchSummary, make_evaluator
 
 TASK_TEMPLATE = """import torch
 import torch.nn as nn
@@ -70,6 +70,7 @@ def fake_config(tmp: Path, tasks: Path, solutions: Path | None, **overrides: Any
         "out": tmp / "out",
         "store": tmp / "out" / "store.sqlite",
         "gpus": ["0", "1"],
+        "evals_per_gpu": 2,
         "concurrency": 4,
         "compile_workers": 2,
         "instantiate_tasks": False,
@@ -80,15 +81,9 @@ def fake_config(tmp: Path, tasks: Path, solutions: Path | None, **overrides: Any
     return BatchConfig(**base)
 
 
-def fake_evaluator(config: BatchConfig) -> LocalEvaluator:
-    return LocalEvaluator(
-        gpus=config.gpus,
-        compile_workers=config.compile_workers,
-        lock_dir=config.gpu_lock_dir,
-        eval_timeout_s=config.eval_timeout_s,
-        compile_fn=fake_compile,
-        judge_fn=fake_judge,
-    )
+def fake_evaluator(config: BatchConfig) -> Evaluator:
+    """The evaluator the batch would make for `config`, with the fake compile and judge."""
+    return make_evaluator(config, compile_fn=fake_compile, judge_fn=fake_judge)
 
 
 def run_fake_batch(config: BatchConfig) -> BatchSummary:
@@ -105,15 +100,32 @@ def read_log(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def assert_gpu_exclusive(entries: list[dict[str, Any]]) -> None:
-    """No two judged intervals on the same GPU overlap in time."""
+def spans_by_gpu(entries: list[dict[str, Any]], start: str, end: str) -> dict[str, list[tuple[float, float]]]:
     by_gpu: dict[str, list[tuple[float, float]]] = {}
     for e in entries:
-        by_gpu.setdefault(str(e["gpu"]), []).append((e["start"], e["end"]))
-    for gpu, spans in by_gpu.items():
-        spans.sort()
+        by_gpu.setdefault(str(e["gpu"]), []).append((e[start], e[end]))
+    return {gpu: sorted(spans) for gpu, spans in by_gpu.items()}
+
+
+def assert_timings_exclusive(entries: list[dict[str, Any]], *, start: str = "timing_start") -> None:
+    """No two timed sections (or, with start="start", whole judged intervals) on one GPU overlap."""
+    end = start.replace("start", "end")
+    for gpu, spans in spans_by_gpu(entries, start, end).items():
         for (s0, e0), (s1, e1) in itertools.pairwise(spans):
-            assert s1 >= e0, f"GPU {gpu}: evaluation [{s1:.3f}, {e1:.3f}] overlaps [{s0:.3f}, {e0:.3f}]"
+            assert s1 >= e0, f"GPU {gpu}: [{s1:.3f}, {e1:.3f}] overlaps [{s0:.3f}, {e0:.3f}]"
+
+
+def most_at_once(entries: list[dict[str, Any]]) -> dict[str, int]:
+    """GPU -> the most judged intervals that were in progress on it at one moment."""
+    peaks: dict[str, int] = {}
+    for gpu, spans in spans_by_gpu(entries, "start", "end").items():
+        events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])  # ends sort first
+        now = peak = 0
+        for _, delta in events:
+            now += delta
+            peak = max(peak, now)
+        peaks[gpu] = peak
+    return peaks
 
 
 def main(argv: list[str]) -> int:

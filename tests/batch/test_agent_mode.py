@@ -15,7 +15,7 @@ from agent.batch.store import Store
 from agent.messages import Usage
 from agent.models.base import ModelError
 from agent.models.scripted import ScriptedModel, tool_call_turn
-from tests.batch.helpers import assert_gpu_exclusive, fake_config, fake_model_new, make_tasks, read_log
+from tests.batch.helpers import assert_timings_exclusive, fake_config, fake_model_new, make_tasks, read_log
 
 
 def session(spec: dict[str, object]) -> ScriptedModel:
@@ -62,7 +62,7 @@ def test_agent_solve_runs_under_the_batch(tmp_path: Path, evaluator: LocalEvalua
     assert len(attempts) == 2
     entries = read_log(log)
     assert len(entries) == 4  # verify + submit of each run, all through the GPU slots
-    assert_gpu_exclusive(entries)
+    assert_timings_exclusive(entries)
 
 
 def test_an_outage_inside_the_agent_loop_is_retried_not_recorded(

@@ -34,6 +34,13 @@ def test_batch_with_a_model_says_which_key_is_missing(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "ANTHROPIC_API_KEY" in result.output
 
 
+def test_evals_per_gpu_must_be_at_least_one(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["batch", str(tmp_path), "--solutions", str(tmp_path), "--evals-per-gpu", "0"]
+    )
+    assert result.exit_code == 2 and "--evals-per-gpu" in result.output
+
+
 def test_report_command_prints_metrics_and_writes_files(tmp_path: Path) -> None:
     store = fill_store(tmp_path)
     result = runner.invoke(app, ["report", str(store.parent), "--out", str(tmp_path / "r")])

@@ -1,5 +1,6 @@
 """The Ray executor on a local Ray instance (this CPU machine, two logical GPUs): evaluations run in
-Ray workers with one GPU each, results come back to the driver, which alone writes the store."""
+Ray workers, two per GPU (num_gpus=0.5) with their timings kept apart by the GPU gates; results
+come back to the driver, which alone writes the store."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import pytest
 from agent.batch.runner import BatchRunner
 from agent.batch.store import Store
 from tests.batch.helpers import (
-    assert_gpu_exclusive,
+    assert_timings_exclusive,
     fake_config,
     make_tasks,
     make_workspace_solution,
+    most_at_once,
     read_log,
 )
 
@@ -26,19 +28,25 @@ ray = pytest.importorskip(
 
 
 @pytest.fixture(scope="module")
-def ray_evaluator() -> Iterator[Any]:
+def ray_evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from agent.batch.executors.ray import RayEvaluator
     from agent.batch.fakes import fake_compile, fake_judge
 
     ray.init(
-        num_cpus=2,
+        num_cpus=6,  # logical: two compiles and four judges at once
         num_gpus=2,  # logical GPUs: Ray schedules them and sets CUDA_VISIBLE_DEVICES as on a GPU node
         include_dashboard=False,
         object_store_memory=100 * 1024 * 1024,
         _node_ip_address="127.0.0.1",
         log_to_driver=False,
     )
-    evaluator = RayEvaluator(compile_fn=fake_compile, judge_fn=fake_judge, eval_timeout_s=300)
+    evaluator = RayEvaluator(
+        compile_fn=fake_compile,
+        judge_fn=fake_judge,
+        eval_timeout_s=300,
+        evals_per_gpu=2,
+        lock_dir=tmp_path_factory.mktemp("ray-gates"),
+    )
     try:
         yield evaluator
     finally:
@@ -46,11 +54,11 @@ def ray_evaluator() -> Iterator[Any]:
         ray.shutdown()
 
 
-def test_a_batch_on_ray_uses_one_gpu_per_evaluation_and_the_driver_writes_the_store(
+def test_a_batch_on_ray_shares_gpus_with_exclusive_timings_and_the_driver_writes_the_store(
     tmp_path: Path, ray_evaluator: Any
 ) -> None:
     specs: dict[str, dict[str, Any]] = {
-        f"{i}_T{i}": {"speedup_eager": 1.0 + i / 10, "judge_s": 0.5} for i in range(1, 7)
+        f"{i}_T{i}": {"speedup_eager": 1.0 + i / 10, "judge_s": 1.0, "timing_s": 0.2} for i in range(1, 9)
     }
     specs["7_NoBuild"] = {"compile": "error"}
     specs["8_Raise"] = {"crash": "raise"}
@@ -59,15 +67,17 @@ def test_a_batch_on_ray_uses_one_gpu_per_evaluation_and_the_driver_writes_the_st
         make_workspace_solution(tmp_path / "sols", 1, name, spec)
     log = tmp_path / "log.jsonl"
     config = fake_config(
-        tmp_path, tasks, tmp_path / "sols", executor="ray", concurrency=4, extra={"log": str(log)}
+        tmp_path, tasks, tmp_path / "sols", executor="ray", concurrency=6, extra={"log": str(log)}
     )
     summary = BatchRunner(config, evaluator=ray_evaluator).run()
-    assert summary.counts == {"correct": 6, "compile_error": 1, "error": 1}
+    assert summary.counts == {"correct": 8, "compile_error": 1, "error": 1}
 
     entries = read_log(log)
-    assert len(entries) == 6
-    assert_gpu_exclusive(entries)
+    assert len(entries) == 8
+    assert_timings_exclusive(entries)
     assert {e["gpu"] for e in entries} == {"0", "1"}
+    assert max(most_at_once(entries).values()) == 2  # Ray placed two judges on one GPU, never more
+    assert {Path(e["gate"]).name for e in entries} == {"gpu-0.lock", "gpu-1.lock"}
     assert all(e["pid"] != os.getpid() for e in entries)  # judged in Ray workers
     assert all("kernel-agent-ray" in e["solution"] for e in entries)  # on files shipped to the worker
 

@@ -1,6 +1,7 @@
-"""Scheduling on one machine with fake evaluations (real worker processes pinned per GPU) and the
-scripted model: GPU exclusivity, failures that do not stop the batch, provider outages that pause
-the agents instead of burning through tasks."""
+"""Scheduling on one machine with fake evaluations (real worker processes pinned per GPU, the real
+GPU gates) and the scripted model: several evaluations per GPU with exclusive timings, the docker
+fallback, failures that do not stop the batch, provider outages that pause the agents instead of
+burning through tasks."""
 
 from __future__ import annotations
 
@@ -15,17 +16,19 @@ from agent.batch.executors.local import LocalEvaluator
 from agent.batch.fakes import scripted_solver
 from agent.batch.models import WorkItem
 from agent.batch.runner import BatchRunner
-from agent.batch.scheduler import CircuitBreaker, GpuPool
+from agent.batch.scheduler import NO_GPU, CircuitBreaker, GpuPool
 from agent.batch.store import Store
 from agent.messages import Usage
 from agent.models.base import ModelError
 from agent.models.scripted import ScriptedModel, text_turn
 from tests.batch.helpers import (
-    assert_gpu_exclusive,
+    assert_timings_exclusive,
     fake_config,
+    fake_evaluator,
     fake_model_new,
     make_tasks,
     make_workspace_solution,
+    most_at_once,
     read_log,
 )
 
@@ -34,51 +37,139 @@ def overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return a["start"] < b["end"] and b["start"] < a["end"]
 
 
-def test_no_two_evaluations_overlap_on_one_gpu_and_both_gpus_work(
+def test_evaluations_share_each_gpu_but_their_timings_never_overlap(
     tmp_path: Path, evaluator: LocalEvaluator
 ) -> None:
-    names = [f"{i}_T{i}" for i in range(1, 11)]
+    names = [f"{i}_T{i}" for i in range(1, 13)]
     tasks = make_tasks(tmp_path / "tasks", {1: names})
     for name in names:
-        make_workspace_solution(tmp_path / "sols", 1, name, {"speedup_eager": 1.1, "judge_s": 0.4})
+        spec = {"speedup_eager": 1.1, "judge_s": 0.6, "timing_s": 0.15}
+        make_workspace_solution(tmp_path / "sols", 1, name, spec)
     log = tmp_path / "log.jsonl"
-    config = fake_config(tmp_path, tasks, tmp_path / "sols", concurrency=6, extra={"log": str(log)})
+    config = fake_config(tmp_path, tasks, tmp_path / "sols", concurrency=8, extra={"log": str(log)})
     summary = BatchRunner(config, evaluator=evaluator).run()
-    assert summary.counts == {"correct": 10}
+    assert summary.counts == {"correct": 12}
     entries = read_log(log)
-    assert len(entries) == 10
-    assert_gpu_exclusive(entries)
-    assert {e["gpu"] for e in entries} == {"0", "1"}
+    assert len(entries) == 12
+    assert_timings_exclusive(entries)
+    assert most_at_once(entries) == {"0": 2, "1": 2}  # two slots per GPU, both used, never more
     assert all(e["gpu"] == e["gpu_arg"] for e in entries)  # the worker process is pinned to its GPU
+    assert {e["gate"] for e in entries} == {str(evaluator.lock_dir / f"gpu-{g}.lock") for g in "01"}
     assert any(overlap(a, b) for a in entries for b in entries if a["gpu"] != b["gpu"]), (
         "GPUs never ran together"
     )
+    idle = {"compiling": 0, "waiting_gpu": 0, "judging": 0, "on gpu 0": 0, "on gpu 1": 0}
+    assert evaluator.activity() == idle
 
 
-def test_the_exclusivity_check_itself_catches_an_overlap() -> None:
+def test_the_exclusivity_checks_themselves_catch_an_overlap() -> None:
+    spans = [
+        {"gpu": "0", "start": 0.0, "end": 2.0, "timing_start": 1.0, "timing_end": 2.0},
+        {"gpu": "0", "start": 0.5, "end": 3.0, "timing_start": 1.5, "timing_end": 3.0},
+    ]
     with pytest.raises(AssertionError, match="overlaps"):
-        assert_gpu_exclusive([{"gpu": "0", "start": 0.0, "end": 2.0}, {"gpu": "0", "start": 1.0, "end": 3.0}])
+        assert_timings_exclusive(spans)
+    with pytest.raises(AssertionError, match="overlaps"):
+        assert_timings_exclusive(spans, start="start")
+    assert most_at_once(spans) == {"0": 2}
+    assert most_at_once([{**spans[0], "end": 0.5}, spans[1]]) == {"0": 1}  # touching is not overlapping
 
 
-def test_two_pools_on_one_machine_share_the_gpu_lock(tmp_path: Path) -> None:
-    """Two batches (two pools, one lock folder) never hold GPU 0 at the same time."""
-    spans: list[dict[str, Any]] = []
-    pools = [GpuPool(["0"], lock_dir=tmp_path), GpuPool(["0"], lock_dir=tmp_path)]
+def test_the_pool_spreads_over_gpus_and_never_exceeds_its_slots() -> None:
+    pool = GpuPool(["0", "1"], slots_per_gpu=3)
+    lock = threading.Lock()
+    held: dict[str, set[int]] = {"0": set(), "1": set()}
+    peaks = {"0": 0, "1": 0, "all": 0}
 
-    def use(pool: GpuPool) -> None:
-        for _ in range(3):
-            with pool.acquire() as gpu:
-                start = time.time()
-                time.sleep(0.05)
-                spans.append({"gpu": gpu, "start": start, "end": time.time()})
+    def use() -> None:
+        with pool.acquire("x") as slot:
+            with lock:
+                assert slot.index not in held[slot.gpu], "one slot given out twice"
+                held[slot.gpu].add(slot.index)
+                peaks[slot.gpu] = max(peaks[slot.gpu], len(held[slot.gpu]))
+                peaks["all"] = max(peaks["all"], len(held["0"]) + len(held["1"]))
+            time.sleep(0.2)
+            with lock:
+                held[slot.gpu].discard(slot.index)
 
-    threads = [threading.Thread(target=use, args=(p,)) for p in pools for _ in range(2)]
+    threads = [threading.Thread(target=use) for _ in range(14)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(spans) == 12
-    assert_gpu_exclusive(spans)
+    assert peaks == {"0": 3, "1": 3, "all": 6}
+    assert pool.busy == {"0": {}, "1": {}}
+    assert GpuPool([], slots_per_gpu=4).gpus == [NO_GPU]
+    assert GpuPool([], slots_per_gpu=4).slots_per_gpu == 1  # no GPU: CPU-device judging never overlaps
+
+
+def test_two_batches_on_one_machine_never_time_at_once(tmp_path: Path, evaluator: LocalEvaluator) -> None:
+    """A second batch (its own evaluator and workers, the same gate folder) on GPU 0, beside one on
+    GPUs 0 and 1: the timed sections on GPU 0 of both exclude each other."""
+    logs = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    configs = []
+    for n, log in enumerate(logs):
+        names = [f"{i}_T{i}" for i in range(1, 7)]
+        tasks = make_tasks(tmp_path / f"tasks{n}", {1: names})
+        for name in names:
+            spec = {"speedup_eager": 1.1, "judge_s": 0.5, "timing_s": 0.15}
+            make_workspace_solution(tmp_path / f"sols{n}", 1, name, spec)
+        configs.append(
+            fake_config(
+                tmp_path / f"b{n}", tasks, tmp_path / f"sols{n}", concurrency=4, extra={"log": str(log)}
+            )
+        )
+    other = fake_evaluator(configs[1].model_copy(update={"gpus": ["0"], "gpu_lock_dir": evaluator.lock_dir}))
+    try:
+        warm = tmp_path / "warm"
+        make_workspace_solution(warm / "sols", 1, "1_W", {"speedup_eager": 1.0})
+        make_workspace_solution(warm / "sols", 1, "1_W__again", {"speedup_eager": 1.0})
+        warm_up = fake_config(warm, make_tasks(warm / "tasks", {1: ["1_W"]}), warm / "sols", concurrency=2)
+        assert BatchRunner(warm_up, evaluator=other).run().counts == {"correct": 2}  # both workers started
+        summaries: list[Any] = []
+        threads = [
+            threading.Thread(target=lambda c=c, e=e: summaries.append(BatchRunner(c, evaluator=e).run()))
+            for c, e in ((configs[0], evaluator), (configs[1], other))
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        other.close()
+    assert [s.counts for s in summaries] == [{"correct": 6}, {"correct": 6}]
+    first, second = read_log(logs[0]), read_log(logs[1])
+    assert {e["gpu"] for e in second} == {"0"}
+    on_zero = [e for e in first if e["gpu"] == "0"]
+    assert any(overlap(a, b) for a in on_zero for b in second), "the two batches never shared GPU 0"
+    assert_timings_exclusive(first + second)
+
+
+def test_docker_judges_one_per_gpu_and_the_batch_holds_the_gate(tmp_path: Path) -> None:
+    """Docker containers cannot take the gates: one slot per GPU, the referee is told gpu_gate=None,
+    and the gate is held exclusively (by the batch) for the whole of every evaluation."""
+    names = [f"{i}_T{i}" for i in range(1, 5)]
+    tasks = make_tasks(tmp_path / "tasks", {1: names})
+    for name in names:
+        make_workspace_solution(tmp_path / "sols", 1, name, {"speedup_eager": 1.1, "judge_s": 0.3})
+    log = tmp_path / "log.jsonl"
+    config = fake_config(
+        tmp_path, tasks, tmp_path / "sols", gpus=["0"], evals_per_gpu=4, concurrency=4,
+        extra={"log": str(log), "probe_gate": str(tmp_path / "gpu-locks")},
+    )  # fmt: skip
+    config = config.model_copy(update={"eval": config.eval.model_copy(update={"sandbox": "docker"})})
+    docker = fake_evaluator(config)
+    try:
+        assert isinstance(docker, LocalEvaluator) and docker.evals_per_gpu == 1
+        assert not docker.referee_gates and len(docker.workers["0"]) == 1
+        summary = BatchRunner(config, evaluator=docker).run()
+    finally:
+        docker.close()
+    assert summary.counts == {"correct": 4}
+    entries = read_log(log)
+    assert [e["gate"] for e in entries] == [None] * 4
+    assert [e["gate_held"] for e in entries] == [True] * 4
+    assert_timings_exclusive(entries, start="start")
 
 
 def test_failures_are_recorded_and_the_batch_goes_on(tmp_path: Path, evaluator: LocalEvaluator) -> None:
@@ -149,7 +240,7 @@ def test_agent_mode_with_the_scripted_model(tmp_path: Path, evaluator: LocalEval
     assert results["1_A"].tokens == 1000 and results["1_A"].usd == 0.25
     assert results["1_A"].speedup_eager == 1.8 and results["1_A"].speedup_compile == 1.1
     assert results["1_A"].solution_path and Path(results["1_A"].solution_path).is_dir()
-    assert_gpu_exclusive(read_log(log))
+    assert_timings_exclusive(read_log(log))
 
 
 def test_a_provider_outage_pauses_every_agent_then_the_task_is_retried(
@@ -267,3 +358,18 @@ def test_live_display_renders(tmp_path: Path) -> None:
     progress.stop()
     text = buffer.getvalue()
     assert "1/3 done" in text and "1 errors" in text and "$1.25" in text and "L1 1_A" in text
+
+
+def test_the_fake_judge_resolves_auto_to_the_referees_gate_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent.batch.fakes import _open_gate
+
+    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a worker pinned to physical GPU 3
+    with _open_gate("auto", "3") as gate:
+        assert gate is not None and gate.path == str(tmp_path / "harness" / "gpu-locks" / "gpu-3.lock")
+    with _open_gate("auto", None) as gate:
+        assert gate is None  # no GPU, no gate
+    with _open_gate(None, "3") as gate:
+        assert gate is None  # the caller holds the GPU

@@ -196,7 +196,10 @@ def test_kill_minus_9_mid_batch_then_resume_finishes_only_the_rest(tmp_path: Pat
     spec_path = tmp_path / "batch.json"
 
     def launch(log: str) -> subprocess.Popen[str]:
-        cfg = fake_config(tmp_path, tasks, sols, concurrency=2, extra={"log": str(tmp_path / log)})
+        # one worker process per GPU: this is about the store, and every worker imports torch
+        cfg = fake_config(
+            tmp_path, tasks, sols, concurrency=2, evals_per_gpu=1, extra={"log": str(tmp_path / log)}
+        )
         spec_path.write_text(json.dumps({"config": json.loads(cfg.model_dump_json())}))
         return subprocess.Popen(
             [sys.executable, "-m", "tests.batch.helpers", str(spec_path)],

@@ -3,6 +3,7 @@ a quick way to judge a python-only candidate without a compile step."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -24,10 +25,22 @@ WORKSPACES = HERE / "candidates" / "workspaces"
 QUICK_TIMING = TimingConfig(warmup_ms=5, min_warmup=2, target_ms=10, min_reps=5, max_reps=20, max_seconds=5)
 
 
+@pytest.fixture(scope="session")
+def shared_build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One build cache for the session: the shared toolchain (torch's ninja header, precompiled
+    headers: ~30 s) is built once, not once per test. Builds are keyed by workspace, so tests
+    still build their own solutions."""
+    given = os.environ.get("KERNEL_AGENT_BUILD_CACHE")
+    return Path(given) if given else tmp_path_factory.mktemp("kernel-agent-builds")
+
+
 @pytest.fixture(autouse=True)
-def isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, shared_build_cache: Path
+) -> Path:
     cache = tmp_path_factory.mktemp("kernel-agent-cache")
     monkeypatch.setenv("KERNEL_AGENT_CACHE", str(cache))
+    monkeypatch.setenv("KERNEL_AGENT_BUILD_CACHE", str(shared_build_cache))
     return cache
 
 

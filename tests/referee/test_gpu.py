@@ -81,6 +81,10 @@ def test_relu_example_is_correct_timed_and_profiled(relu_workspace: Path, baseli
         "no_kernels_ran",
     }
     assert result.policy_report is not None and result.policy_report.forbidden == {}
+    check = perf.timing_check
+    assert check is not None and check.consistent and check.ratio is not None, check
+    assert perf.candidate.held_outputs and perf.candidate.persisting_l2_reset, perf.candidate
+    assert {"trial 0", "timing", "profile"} <= set(result.stage_times.candidate_stages), result.stage_times
     again = judge(RELU_TASK, relu_workspace, baselines, trials=1)
     assert again.performance and again.performance.eager and again.performance.eager.cached
 
@@ -111,7 +115,7 @@ def test_illegal_memory_access_then_the_next_evaluation_works(
 def test_infinite_loop_kernel_times_out_then_the_next_evaluation_works(
     gpu_dir: Path, baselines: BaselineCache, relu_workspace: Path
 ) -> None:
-    result = judge(RELU_TASK, candidate("infinite_loop", gpu_dir), baselines, trials=1, run_timeout=90.0)
+    result = judge(RELU_TASK, candidate("infinite_loop", gpu_dir), baselines, trials=1, run_timeout=40.0)
     assert result.verdict == "timeout", result.feedback()
     assert result.failure and "trial 0" in result.failure.message
     assert_honest_relu_passes(relu_workspace, baselines)

@@ -228,3 +228,35 @@ def test_private_tmp_dirs_of_dead_harnesses_are_removed(open_local, monkeypatch:
     finally:
         shutil.rmtree(stale, ignore_errors=True)
         shutil.rmtree(alive, ignore_errors=True)
+
+
+@needs_bwrap
+def test_the_harness_state_is_out_of_the_sandboxes_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Baselines, the judge's torch.compile cache and the GPU gates live beside the build cache
+    sandboxes share, never in it: a candidate that finds them cannot change what the referee reads."""
+    root = Path(tempfile.mkdtemp(prefix="kernel-agent-root-", dir="/var/tmp"))  # visible (not /tmp)
+    try:
+        monkeypatch.setenv("KERNEL_AGENT_CACHE", str(root))
+        state = local_module.harness_state_dir()
+        (state / "referee").mkdir(parents=True)
+        (state / "referee" / "baselines.json").write_text("{}")
+        workspace = root / "ws"
+        workspace.mkdir()
+        with LocalSandbox(workspace=workspace) as box:
+            assert Path(box.cache_path) == local_module.default_cache_dir().resolve()
+            assert not Path(box.cache_path).is_relative_to(state)
+            write = box.exec(["sh", "-c", f"echo x > {state}/referee/baselines.json"], timeout=30)
+            plant = box.exec(
+                ["sh", "-c", f"mkdir -p {state}/referee/inductor && touch {state}/x"], timeout=30
+            )
+            build = box.exec(
+                ["sh", "-c", f"echo x > {box.cache_path}/built && cat {box.cache_path}/built"], timeout=30
+            )
+            gate = box.exec(["sh", "-c", f"ls {local_module.gpu_gate_dir()}"], timeout=30)
+        assert write.returncode != 0 and "Read-only" in write.stderr, write
+        assert plant.returncode != 0, plant
+        assert (state / "referee" / "baselines.json").read_text() == "{}"
+        assert build.ok and build.stdout.strip() == "x", build
+        assert gate.ok, gate  # the gates are visible (read-only) so the referee's workers can lock them
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

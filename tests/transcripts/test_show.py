@@ -70,14 +70,14 @@ def test_code_in_diffs_is_highlighted() -> None:
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(
+needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="chromium is not installed (CI installs it with .ci/setup-chromium.sh)"
 )
-def test_the_html_page_renders_in_headless_chromium_without_errors(tmp_path: Path) -> None:
-    page = tmp_path / "run.html"
-    page.write_text(render_html(build_view(load_transcript(V1_TRANSCRIPT))), encoding="utf-8")
+
+
+def chromium_dom(page: Path) -> str:
+    """The DOM headless chromium built from `page`; fails on a crash or a console error."""
+    assert CHROMIUM is not None
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     try:
         proc = subprocess.run(
@@ -102,7 +102,14 @@ def test_the_html_page_renders_in_headless_chromium_without_errors(tmp_path: Pat
     finally:
         shutil.rmtree(profile, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    dom = proc.stdout
+    assert "Uncaught" not in proc.stderr and "ERROR:CONSOLE" not in proc.stderr
+    return proc.stdout
+
+
+@needs_chromium
+def test_the_html_page_renders_in_headless_chromium_without_errors(tmp_path: Path) -> None:
+    page = tmp_path / "run.html"
+    page.write_text(render_html(build_view(load_transcript(V1_TRANSCRIPT))), encoding="utf-8")
+    dom = chromium_dom(page)
     assert 'id="run-end"' in dom and 'id="turn-8"' in dom
     assert 'class="add"' in dom and 'class="del"' in dom
-    assert "Uncaught" not in proc.stderr and "ERROR:CONSOLE" not in proc.stderr

@@ -114,4 +114,35 @@ def test_brute_force_then_replay(tmp_path):
     }
     assert all("ours_warm" in r for r in rows)
     text = (tmp_path / "r.md").read_text()
-    assert "SYNTHETIC" not in text and "kernel_tuner NOT available" in text
+    assert "SYNTHETIC" not in text and "--no-kt: Kernel Tuner's strategies were not run" in text
+    assert "## Warm start" in text and "## Adaptive `agent tune` run: toy_a" in text
+    assert "the brute force timed it at" in text and "of the optimum" in text
+
+
+@pytest.mark.slow
+def test_build_only_checks_the_spaces_and_measures_nothing(tmp_path):
+    root = tmp_path / "bench"
+    (root / "kernels" / "toy" / "kernels").mkdir(parents=True)
+    (root / "tasks").mkdir()
+    (root / "kernels" / "toy" / "model_new.py").write_text(MODEL)
+    (root / "kernels" / "toy" / "kernels" / "tune.json").write_text(
+        json.dumps(
+            {"params": {"DELAY": [1, 2, 4], "SPLIT": [1, 2, 4]}, "constraints": ["in0_1 % SPLIT == 0"]}
+        )
+    )
+    (root / "tasks" / "toy_a.py").write_text(TASK.format(cols=16))
+    (root / "tasks" / "toy_b.py").write_text(TASK.format(cols=6))
+    out = tmp_path / "out"
+    args = [sys.executable, str(REPO / "benchmarks/tuning/brute_force.py"), "--root", str(root)]
+    args += ["--out-dir", str(out), "--work-dir", str(tmp_path / "work"), "--device", "cpu", "--build-only"]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads((out / "build.json").read_text())
+    assert [b["status"] for b in report["builds"]] == ["none"]
+    assert {n: s["valid_points"] for n, s in report["spaces"].items()} == {"toy_a": 9, "toy_b": 6}
+    assert report["spaces"]["toy_b"]["default"] == "4,1"
+    assert sorted(p.name for p in out.iterdir()) == ["build.json"]
+
+    (root / "kernels" / "toy" / "model_new.py").write_text(MODEL.replace('"SPLIT": 1', '"SPLIT": 3'))
+    run = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 1 and "space toy_a: PROBLEM" in run.stdout, run.stdout + run.stderr

@@ -85,3 +85,22 @@ def test_invalid_and_repeated_points_are_never_charged():
     assert (4, 4) not in space.index  # an invalid warm point: dropped, never measured
     assert budget.evaluations == len(evaluator.measured) == len(set(evaluator.measured)) == 6
     assert outcome.usage.evaluations == 6
+
+
+def test_a_budget_spent_before_the_first_point_is_reported_as_such():
+    from agent.tune.models import TuneResult
+    from agent.tune.runner import _summary
+    from agent.tune.tool import render
+
+    space = Space(SpaceFile(params={"A": [1, 2]}))
+    clock = FakeClock()
+    budget = Budget(BudgetSpec(wall_seconds=30), clock=clock)
+    clock.now += 31  # the build of a fresh machine's first workspace took it all
+    evaluator = Counting(space, {"1": 1.0, "2": 2.0})
+    outcome = Search(space, budget, evaluator, SearchOptions()).run()
+    assert evaluator.measured == [] and outcome.best_key is None
+    message = _summary(outcome, compile_s=31.0)
+    assert message.startswith("nothing was measured: budget consumed") and "the build took 31.0 s" in message
+    result = TuneResult(ok=False, message=message, task="t", solution="s", outcome=outcome)
+    assert "best     none: nothing was measured" in render(result)
+    assert "not measured" in render(result)

@@ -1,9 +1,15 @@
 """The local executor: compiles in the calling thread under a pool of CPU slots, then judges in a
-worker process pinned to one GPU while holding that GPU's slot.
+worker process pinned to one GPU while holding one of that GPU's slots.
 
-Why a process per GPU: the referee's judge and candidate processes inherit the environment of
-the process that starts them, and CUDA_VISIBLE_DEVICES is process-wide; a long-lived worker
+Why processes pinned per GPU: the referee's judge and candidate processes inherit the environment
+of the process that starts them, and CUDA_VISIBLE_DEVICES is process-wide; a long-lived worker
 started with it set is the one place where every process of an evaluation sees only its GPU.
+A worker runs one call at a time, so a GPU with `evals_per_gpu` slots has that many workers.
+
+Sharing a GPU is safe only because the referee's processes take the GPU's gate themselves
+(`gpu_gate`): shared for correctness work, exclusive for timing and profiling. With a sandbox
+whose processes cannot see the gate files (docker), a GPU gets one slot and the batch holds the
+gate exclusively around the whole evaluation instead.
 """
 
 from __future__ import annotations
@@ -21,8 +27,9 @@ from typing import Any
 from agent.batch.executors import EvaluationError
 from agent.batch.jobs import CompileFn, JudgeFn, compile_job, judge_job
 from agent.batch.models import EvalJob
-from agent.batch.scheduler import NO_GPU, GpuPool, physical_gpu
+from agent.batch.scheduler import NO_GPU, GpuPool, hold_exclusively, referee_gate
 from agent.referee.models import EvalResult
+from sandbox.workers.gpu_gate import physical_gpu
 
 
 class ProcessWorker:
@@ -104,46 +111,81 @@ class ProcessWorker:
                 proc.wait()
 
 
+def gates_in_referee(sandbox: str) -> bool:
+    """Whether the referee's processes in sandboxes of this kind can take the GPU gates: the local
+    sandbox shows them the gate folder; docker containers cannot see it."""
+    return sandbox == "local"
+
+
+def resolve_sandbox(sandbox: str) -> str:
+    """`auto` resolved once for the whole batch, so every evaluation shares a GPU the same way."""
+    if sandbox != "auto":
+        return sandbox
+    from sandbox.auto import choose_kind
+
+    return choose_kind().kind
+
+
 class LocalEvaluator:
     def __init__(
         self,
         *,
         gpus: list[str],
         compile_workers: int,
+        evals_per_gpu: int = 1,
+        sandbox: str = "local",
         lock_dir: Path | None = None,
         eval_timeout_s: float = 3600.0,
         compile_fn: CompileFn = compile_job,
         judge_fn: JudgeFn = judge_job,
     ) -> None:
-        self.pool = GpuPool(gpus, lock_dir=lock_dir)
+        self.sandbox = resolve_sandbox(sandbox)
+        self.referee_gates = gates_in_referee(self.sandbox)
+        self.pool = GpuPool(gpus, slots_per_gpu=evals_per_gpu if self.referee_gates else 1)
+        self.lock_dir = lock_dir
         self.compile_slots = threading.BoundedSemaphore(compile_workers)
         self.eval_timeout_s = eval_timeout_s
         self.compile_fn = compile_fn
         self.judge_fn = judge_fn
         self.workers = {
-            gpu: ProcessWorker({} if gpu == NO_GPU else {"CUDA_VISIBLE_DEVICES": physical_gpu(gpu)})
+            gpu: [
+                ProcessWorker({} if gpu == NO_GPU else {"CUDA_VISIBLE_DEVICES": physical_gpu(gpu)})
+                for _ in range(self.pool.slots_per_gpu)
+            ]
             for gpu in self.pool.gpus
         }
         self._counts = {"compiling": 0, "waiting_gpu": 0, "judging": 0}
         self._counts_lock = threading.Lock()
-        for worker in self.workers.values():  # their imports overlap the first compiles
-            worker.start()
+        for workers in self.workers.values():  # their imports overlap the first compiles
+            for worker in workers:
+                worker.start()
+
+    @property
+    def evals_per_gpu(self) -> int:
+        return self.pool.slots_per_gpu
 
     def evaluate(self, job: EvalJob, *, holder: str = "") -> EvalResult:
+        if job.options.sandbox == "auto":
+            job = job.model_copy(update={"options": job.options.model_copy(update={"sandbox": self.sandbox})})
         with self.compile_slots, self._counting("compiling"):
             compiled = self.compile_fn(job)
         if not compiled.ok:
-            return self.judge_fn(job, compiled, None)  # a compile_error verdict: no GPU is touched
+            return self.judge_fn(job, compiled, None, None)  # a compile_error verdict: no GPU is touched
         self._bump("waiting_gpu", 1)
         waiting = True
         try:
-            with self.pool.acquire(holder) as gpu:
+            with self.pool.acquire(holder) as slot:
                 self._bump("waiting_gpu", -1)
                 waiting = False
-                with self._counting("judging"):
-                    physical = None if gpu == NO_GPU else physical_gpu(gpu)
-                    return self.workers[gpu].call(
-                        self.judge_fn, job, compiled, physical, timeout=self.eval_timeout_s
+                gpu = slot.gpu
+                physical = None if gpu == NO_GPU else physical_gpu(gpu)
+                if self.referee_gates:
+                    gate, held = referee_gate(gpu, self.lock_dir), contextlib.nullcontext()
+                else:
+                    gate, held = None, hold_exclusively(gpu, self.lock_dir)
+                with held, self._counting("judging"):
+                    return self.workers[gpu][slot.index].call(
+                        self.judge_fn, job, compiled, physical, gate, timeout=self.eval_timeout_s
                     )
         finally:
             if waiting:
@@ -151,11 +193,15 @@ class LocalEvaluator:
 
     def activity(self) -> dict[str, int]:
         with self._counts_lock:
-            return dict(self._counts)
+            counts = dict(self._counts)
+        if len(self.pool.gpus) > 1:  # how the judging spreads over the GPUs
+            counts |= {f"on gpu {gpu}": self.pool.in_flight(gpu) for gpu in self.pool.gpus}
+        return counts
 
     def close(self) -> None:
-        for worker in self.workers.values():
-            worker.stop()
+        for workers in self.workers.values():
+            for worker in workers:
+                worker.stop()
 
     def _counting(self, what: str) -> _Counter:
         return _Counter(self._bump, what)

@@ -2,11 +2,14 @@
 which alone writes the store.
 
 One evaluation is two Ray tasks on the same GPU node: a compile (`num_cpus=1`) in a node-local
-folder, then a judge (`num_gpus=1`, pinned to that node so it finds the build). Ray gives the
-judge exclusive use of one GPU and sets CUDA_VISIBLE_DEVICES for it, which every process of the
-evaluation inherits. Files travel with the task (the task's source and the candidate's model
-files), so workers need no shared filesystem. `ray` is an optional dependency:
-`pip install 'kernel-agent[ray]'`.
+folder, then a judge pinned to that node so it finds the build. The judge asks for
+`num_gpus=1/evals_per_gpu`: Ray runs up to `evals_per_gpu` judges on one GPU and sets
+CUDA_VISIBLE_DEVICES for each, which every process of the evaluation inherits. As with the local
+executor, sharing is safe because the referee's processes take the node's gate of that GPU
+(shared for correctness, exclusive for timing); with the docker sandbox, whose containers cannot,
+a judge takes a whole GPU (`num_gpus=1`) and holds the gate exclusively itself. Files travel with
+the task (the task's source and the candidate's model files), so workers need no shared
+filesystem. `ray` is an optional dependency: `pip install 'kernel-agent[ray]'`.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from agent.batch.executors import EvaluationError
+from agent.batch.executors.local import gates_in_referee, resolve_sandbox
 from agent.batch.jobs import CompileFn, JudgeFn, compile_job, judge_job
 from agent.batch.models import EvalJob
+from agent.batch.scheduler import NO_GPU, hold_exclusively, referee_gate
 from agent.compile import CompileResult
 from agent.referee.models import EvalResult
 from agent.tasks import Task
@@ -87,9 +92,21 @@ def _remote_compile(shipped: Shipped, compile_fn: CompileFn) -> tuple[str, EvalJ
     return str(root), job, compiled
 
 
-def _remote_judge(root: str, job: EvalJob, compiled: CompileResult, judge_fn: JudgeFn) -> EvalResult:
+def _remote_judge(
+    root: str,
+    job: EvalJob,
+    compiled: CompileResult,
+    judge_fn: JudgeFn,
+    referee_gates: bool,
+    lock_dir: Path | None,
+) -> EvalResult:
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES") or None
+    local = NO_GPU if gpu is None else "0"  # the one GPU Ray gave this worker, as it sees it
     try:
-        return judge_fn(job, compiled, os.environ.get("CUDA_VISIBLE_DEVICES") or None)
+        if referee_gates:
+            return judge_fn(job, compiled, gpu, referee_gate(local, lock_dir))
+        with hold_exclusively(local, lock_dir):
+            return judge_fn(job, compiled, gpu, None)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -99,11 +116,16 @@ class RayEvaluator:
         self,
         address: str | None = None,
         *,
+        evals_per_gpu: int = 1,
+        sandbox: str = "local",
+        lock_dir: Path | None = None,
         eval_timeout_s: float = 3600.0,
         compile_fn: CompileFn = compile_job,
         judge_fn: JudgeFn = judge_job,
         init_kwargs: dict[str, Any] | None = None,
     ) -> None:
+        if evals_per_gpu < 1:
+            raise ValueError("evals_per_gpu must be at least 1")
         ray = import_ray()
         self.ray = ray
         self._owns = not ray.is_initialized()
@@ -112,10 +134,15 @@ class RayEvaluator:
         self.eval_timeout_s = eval_timeout_s
         self.compile_fn = compile_fn
         self.judge_fn = judge_fn
+        # `auto` is resolved on the driver: the workers' nodes are assumed to be set up alike.
+        self.sandbox = resolve_sandbox(sandbox)
+        self.referee_gates = gates_in_referee(self.sandbox)
+        self.evals_per_gpu = evals_per_gpu if self.referee_gates else 1
+        self.lock_dir = lock_dir
         self._compile = ray.remote(num_cpus=1)(_remote_compile)
         # Ray recycles a GPU task's worker after one call by default; ours does its GPU work in
         # child processes, so keeping the worker (and its imports) saves seconds per evaluation.
-        self._judge = ray.remote(num_gpus=1, max_calls=0)(_remote_judge)
+        self._judge = ray.remote(num_cpus=1, num_gpus=1 / self.evals_per_gpu, max_calls=0)(_remote_judge)
         self._nodes = itertools.cycle(self._gpu_nodes())
         self._lock = threading.Lock()
         self._counts = {"compiling": 0, "judging": 0}
@@ -134,6 +161,8 @@ class RayEvaluator:
     def evaluate(self, job: EvalJob, *, holder: str = "") -> EvalResult:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        if job.options.sandbox == "auto":
+            job = job.model_copy(update={"options": job.options.model_copy(update={"sandbox": self.sandbox})})
         with self._lock:
             node = next(self._nodes)
         place = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
@@ -142,11 +171,11 @@ class RayEvaluator:
                 self._compile.options(scheduling_strategy=place).remote(Shipped(job), self.compile_fn)
             )
         if not compiled.ok:
-            return self.judge_fn(job, compiled, None)
+            return self.judge_fn(job, compiled, None, None)
         with self._counting("judging"):
             result: EvalResult = self._get(
                 self._judge.options(scheduling_strategy=place).remote(
-                    root, remote_job, compiled, self.judge_fn
+                    root, remote_job, compiled, self.judge_fn, self.referee_gates, self.lock_dir
                 )
             )
         result.solution.path = str(job.solution)

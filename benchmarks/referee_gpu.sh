@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The referee's GPU evidence (issues 4 and 8), from the repository root on a GPU machine, after
+# `source benchmarks/gpu_setup.sh`. Writes under $OUT/referee/. Each step is time-boxed and runs
+# whatever the previous one did.
+out="${OUT:-/tmp/out}/referee"
+mkdir -p "$out"
+set -o pipefail
+step() {  # step SECONDS NAME COMMAND...
+    local limit=$1 name=$2
+    shift 2
+    echo "== $name (limit ${limit}s) $(date -u +%T)"
+    local started=$SECONDS
+    timeout -k 10 "$limit" "$@" 2>&1 | tee "$out/$name.log" | tail -n 60
+    echo "== $name: exit ${PIPESTATUS[0]} in $((SECONDS - started))s"
+}
+step 330 pytest_gpu_referee python3 -m pytest -m gpu tests/referee tests/sandbox -q -p no:cacheprovider --timeout 300 -rA
+KERNEL_AGENT_SUITE_OUT="$out/adversarial_suite.txt" \
+    step 300 pytest_gpu_adversarial python3 -m pytest -m gpu tests/adversarial -q -p no:cacheprovider --timeout 280 -rA
+step 150 eval_bench python3 benchmarks/eval_bench.py --runs 5 --out "$out/eval_bench_h200.md"

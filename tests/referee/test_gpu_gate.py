@@ -1,0 +1,113 @@
+"""The GPU gate: evaluations share a GPU to check and take it alone to time (real processes)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox.workers.gpu_gate import GpuGate, gate_path, open_gate, physical_gpu
+
+
+def _hold(path: str, mode: str, seconds: float, log: str, name: str, start_after: float = 0.0) -> None:
+    time.sleep(start_after)
+    with GpuGate(path) as gate:
+        gate.hold(mode)  # type: ignore[arg-type]
+        began = time.monotonic()
+        time.sleep(seconds)
+        with open(log, "a") as handle:
+            handle.write(f"{name} {mode} {began:.6f} {time.monotonic():.6f}\n")
+
+
+def _intervals(log: Path) -> dict[str, tuple[str, float, float]]:
+    found = {}
+    for line in log.read_text().splitlines():
+        name, mode, began, ended = line.split()
+        found[name] = (mode, float(began), float(ended))
+    return found
+
+
+def _run(*jobs: tuple) -> None:
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_hold, args=job) for job in jobs]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(30)
+        assert proc.exitcode == 0
+
+
+def _overlap(a: tuple[str, float, float], b: tuple[str, float, float]) -> bool:
+    return a[1] < b[2] and b[1] < a[2]
+
+
+def test_shared_holders_run_together_and_exclusive_runs_alone(tmp_path: Path) -> None:
+    path, log = str(tmp_path / "gpu-0.lock"), str(tmp_path / "log")
+    _run(
+        (path, "shared", 0.6, log, "r1"),
+        (path, "shared", 0.6, log, "r2", 0.05),
+        (path, "exclusive", 0.3, log, "w", 0.2),
+    )
+    got = _intervals(Path(log))
+    assert _overlap(got["r1"], got["r2"]), got  # checking may share the GPU
+    assert not _overlap(got["w"], got["r1"]) and not _overlap(got["w"], got["r2"]), got
+
+
+def test_a_waiting_writer_is_not_starved_by_later_readers(tmp_path: Path) -> None:
+    path, log = str(tmp_path / "gpu-0.lock"), str(tmp_path / "log")
+    _run(
+        (path, "shared", 0.5, log, "r1"),
+        (path, "exclusive", 0.2, log, "w", 0.1),
+        (path, "shared", 0.2, log, "late", 0.3),  # arrives while the writer waits
+    )
+    got = _intervals(Path(log))
+    assert got["w"][2] <= got["late"][1] + 1e-3, got  # the late reader queued behind the writer
+
+
+def _upgrade(path: str, log: str, name: str) -> None:
+    with GpuGate(path) as gate:
+        gate.hold("shared")
+        time.sleep(0.3)  # both hold shared by now
+        gate.hold("exclusive")
+        began = time.monotonic()
+        time.sleep(0.1)
+        with open(log, "a") as handle:
+            handle.write(f"{name} exclusive {began:.6f} {time.monotonic():.6f}\n")
+        gate.hold("shared")
+
+
+def test_two_sharers_that_both_want_to_time_do_not_deadlock(tmp_path: Path) -> None:
+    path, log = str(tmp_path / "gpu-0.lock"), str(tmp_path / "log")
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_upgrade, args=(path, log, name)) for name in ("a", "b")]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(20)
+        assert proc.exitcode == 0, "deadlocked"
+    got = _intervals(Path(log))
+    assert not _overlap(got["a"], got["b"]), got
+
+
+def test_a_killed_holder_frees_the_gpu(tmp_path: Path) -> None:
+    path = str(tmp_path / "gpu-0.lock")
+    ctx = mp.get_context("spawn")
+    proc = ctx.Process(target=_hold, args=(path, "exclusive", 60, str(tmp_path / "log"), "stuck"))
+    proc.start()
+    time.sleep(1.0)
+    proc.kill()
+    proc.join(10)
+    started = time.monotonic()
+    with GpuGate(path) as gate:
+        gate.hold("exclusive")
+    assert time.monotonic() - started < 5
+
+
+def test_gate_files_are_named_by_physical_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert physical_gpu("1") == "5"
+    assert gate_path(tmp_path, "0") == str(tmp_path / "gpu-3.lock")
+    assert open_gate(None) is None
+    assert open_gate(str(tmp_path / "missing-dir" / "gpu-0.lock")) is not None  # created on first use
