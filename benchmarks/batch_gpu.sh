@@ -97,7 +97,7 @@ fi
 
 # 2. The benchmark: warm-up (baselines), then 100 candidates at 4 per GPU, then 7 at 1 per GPU.
 step "batch benchmark" 600 "$DEST/batch_bench.log" \
-    python3 benchmarks/batch_bench.py --arm 0:4:100 --arm 0:1:7 --keep "$WORK/bench" --out "$DEST/batch_h200.md"
+    python3 benchmarks/batch_bench.py ${BATCH_GPU_ARMS:---arm 0:4:100 --arm 0:1:7} --keep "$WORK/bench" --out "$DEST/batch_h200.md"
 
 # 3. `agent report` of every arm's store (the first arm's to $DEST), then pack the stores.
 shopt -s nullglob

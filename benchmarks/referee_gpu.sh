@@ -13,7 +13,9 @@ step() {  # step SECONDS NAME COMMAND...
     timeout -k 10 "$limit" "$@" 2>&1 | tee "$out/$name.log" | tail -n 60
     echo "== $name: exit ${PIPESTATUS[0]} in $((SECONDS - started))s"
 }
-step 330 pytest_gpu_referee python3 -m pytest -m gpu tests/referee tests/sandbox -q -p no:cacheprovider --timeout 300 -rA
-KERNEL_AGENT_SUITE_OUT="$out/adversarial_suite.txt" \
-    step 300 pytest_gpu_adversarial python3 -m pytest -m gpu tests/adversarial -q -p no:cacheprovider --timeout 280 -rA
-step 150 eval_bench python3 benchmarks/eval_bench.py --runs 5 --out "$out/eval_bench_h200.md"
+[ "${REFEREE_GPU_TESTS:-1}" = 1 ] && step "${REFEREE_GPU_LIMIT_S:-330}" pytest_gpu_referee python3 -m pytest -m gpu tests/referee tests/sandbox -v --tb=short \
+    -p no:cacheprovider --timeout 200 -n "${REFEREE_GPU_WORKERS:-4}"
+[ "${REFEREE_GPU_ADVERSARIAL:-1}" = 1 ] && KERNEL_AGENT_SUITE_OUT="$out/adversarial_suite.txt" \
+    step "${ADVERSARIAL_GPU_LIMIT_S:-300}" pytest_gpu_adversarial python3 -m pytest -m gpu tests/adversarial -q \
+    -p no:cacheprovider --timeout 280 -rA
+[ "${REFEREE_GPU_EVAL_BENCH:-1}" = 1 ] && step 150 eval_bench python3 benchmarks/eval_bench.py --runs 5 --out "$out/eval_bench_h200.md"

@@ -28,11 +28,12 @@ IMPLAUSIBLE_SPEEDUP = 10.0
 FLOOR_SLACK = 0.8
 # The timing check (TimingCheck): the candidate's loop may spend a little less outside the timed
 # call than the judge's did, and two processes' host loops jitter; below CONSISTENT the speedups are
-# taken from the supervisor's clock, below TAMPERED the reported timing is a violation.
-OVERHEAD_SLACK = 0.10
+# taken from the supervisor's clock, below TAMPERED the reported timing is a violation. Honest
+# solutions measured on the H200 (2026-12-01) gave 0.85 to 1.35 when timed one at a time.
+OVERHEAD_SLACK = 0.25
 TIMING_SLACK_MS = 0.02
-CONSISTENT_RATIO = 0.8
-TAMPERED_RATIO = 0.5
+CONSISTENT_RATIO = 0.7
+TAMPERED_RATIO = 0.4
 
 
 def _outputs(candidate: dict[str, Any], judged: dict[str, Any]) -> list[OutputDiff]:
@@ -210,11 +211,14 @@ def timing_check(
     check.overhead_ms = max(0.0, min(overheads))
     floor = check.window_ms / reps - check.overhead_ms * (1 + OVERHEAD_SLACK) - TIMING_SLACK_MS
     check.floor_ms = floor
-    if floor > 0 and check.reported_mean_ms > 0:
-        check.ratio = check.reported_mean_ms / floor
-        check.consistent = check.ratio >= CONSISTENT_RATIO
-    elif floor > 0:
-        check.ratio, check.consistent = 0.0, False
+    if floor <= 0:
+        check.note = (
+            "no bound: the loop's own cost per repetition (inputs, L2 flush) is as large as the whole "
+            "repetition took here (calls far shorter than the loop, or a busy CPU)"
+        )
+        return check
+    check.ratio = check.reported_mean_ms / floor if check.reported_mean_ms > 0 else 0.0
+    check.consistent = check.ratio >= CONSISTENT_RATIO
     if not check.consistent:
         check.note = (
             f"the candidate process reported {check.reported_mean_ms:.4g} ms per call; its supervisor's "

@@ -16,6 +16,8 @@ expected.json:
   profile    whether timing/profiling must run (timing attacks only)
   flag       optional: a performance flag code the result must carry
   static     optional: codes agent.referee.guard_static must report
+  quiet      optional: judged alone after the others, against baselines timed alone (attacks on
+             timing, and C1's race, whose defenses need a GPU and CPUs nobody else is using)
   cpu_task   optional: tests/adversarial/tasks/<name>.py for the CPU end-to-end subset
   cpu_verdict optional: the verdict on the CPU (defaults to `verdict`)
 """

@@ -10,8 +10,10 @@ baselines), for machines that limit one command's wall time.
 Wall time is kept low: every CUDA workspace is compiled up front in parallel (evaluate then finds
 it up to date), then SUITE_CONCURRENCY evaluations run at once on the GPU (the referee's GPU gate
 keeps every timing exclusive), candidates of one task share one baseline cache, the torch.compile
-baseline is skipped, timing and profiling run only for timing attacks, 2 trials each. The D6
-candidates, which try to rewrite baseline caches, run alone after the others.
+baseline is skipped, timing and profiling run only for timing attacks, 2 trials each. Then, one at
+a time: the "quiet" candidates (timing attacks and C1's race) against baselines timed alone, since
+the timing check compares two processes' host loops and a busy CPU blurs that; and the D6
+candidates, which try to rewrite baseline caches.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ pytestmark = [
 SUITE_TIMING = TimingConfig(warmup_ms=10, min_warmup=3, target_ms=40, min_reps=10, max_reps=60, max_seconds=8)
 TRIALS = 2
 SUITE_CONCURRENCY = int(os.environ.get("KERNEL_AGENT_SUITE_CONCURRENCY", "4"))
-# d6 rewrites baseline caches, so it goes last and alone.
 CANDIDATES = sorted(load_candidates(), key=lambda c: (c.name.startswith("d6"), c.expected["task"], c.name))
 
 
@@ -106,6 +107,10 @@ def expectation(cand: Candidate) -> dict:
     return dict(cand.expected)
 
 
+def alone(cand: Candidate) -> bool:
+    return bool(cand.expected.get("quiet")) or cand.name.startswith("d6")
+
+
 def judge(
     cand: Candidate, tasks: dict[str, Task], built: dict[str, Path], baselines: BaselineCache
 ) -> EvalResult:
@@ -126,27 +131,26 @@ def judge(
 def verdicts(
     request: pytest.FixtureRequest, tasks: dict[str, Task], built: dict[str, Path], baselines: BaselineCache
 ) -> dict[str, EvalResult | BaseException]:
-    """Every selected candidate judged, several at once; the D6 ones afterwards, one at a time."""
+    """Every selected candidate judged, several at once; the quiet and D6 ones afterwards, one at a time."""
     selected = {
         item.callspec.params["cand"].name
         for item in request.session.items
         if hasattr(item, "callspec") and "cand" in item.callspec.params
     }
     chosen = [c for c in CANDIDATES if c.name in selected]
-    together = [c for c in chosen if not c.name.startswith("d6")]
-    alone = [c for c in chosen if c.name.startswith("d6")]
     found: dict[str, EvalResult | BaseException] = {}
+    quiet_baselines = BaselineCache(baselines.path.with_name("baselines-quiet.json"))
 
-    def run(cand: Candidate) -> None:
+    def run(cand: Candidate, cache: BaselineCache) -> None:
         try:
-            found[cand.name] = judge(cand, tasks, built, baselines)
+            found[cand.name] = judge(cand, tasks, built, cache)
         except BaseException as exc:  # reported by that candidate's test
             found[cand.name] = exc
 
     with ThreadPoolExecutor(max_workers=max(1, SUITE_CONCURRENCY)) as pool:
-        list(pool.map(run, together))
-    for cand in alone:
-        run(cand)
+        list(pool.map(lambda c: run(c, baselines), [c for c in chosen if not alone(c)]))
+    for cand in sorted((c for c in chosen if alone(c)), key=lambda c: c.name.startswith("d6")):
+        run(cand, quiet_baselines)
     return found
 
 

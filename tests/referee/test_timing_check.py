@@ -69,7 +69,7 @@ def test_an_honest_record_is_consistent() -> None:
 
 
 def test_times_shrunk_after_the_fact_are_caught_and_the_speedup_comes_from_the_clock() -> None:
-    cand = candidate(0.5 / 1.5, window_ms=100 * (0.5 + 0.25))  # claims 1.5x faster than it ran
+    cand = candidate(0.5 / 2, window_ms=100 * (0.5 + 0.25))  # claims 2x faster than it ran
     check = assemble.timing_check(cand, EAGER, None)
     assert check is not None and not check.consistent and assemble.timing_tampered(check) is None
     report = assemble.performance_report(
@@ -85,7 +85,7 @@ def test_times_shrunk_after_the_fact_are_caught_and_the_speedup_comes_from_the_c
         policy="kernelbench",
     )
     assert report is not None and "timing_inconsistent" in {f.code for f in report.flags}
-    assert report.speedup_vs_eager is not None and report.speedup_vs_eager.value < 2.3  # true 2x, claimed 3x
+    assert report.speedup_vs_eager is not None and report.speedup_vs_eager.value < 2.5  # true 2x, claimed 4x
 
 
 def test_a_tenfold_lie_is_a_violation() -> None:
@@ -125,3 +125,8 @@ def test_rechecks_are_the_supervisors_picks_with_its_seeds() -> None:
 def test_timings_reported_without_a_window_are_a_problem() -> None:
     planned, problems = assemble.supervised_rechecks({"timing": stats(0.5), "supervisor": {"window": None}})
     assert planned == [] and "without opening the supervised timing window" in problems[0]
+
+
+def test_calls_far_shorter_than_the_loop_get_no_bound_and_say_so() -> None:
+    check = assemble.timing_check(candidate(0.001, window_ms=100 * 0.26), EAGER, None)
+    assert check is not None and check.consistent and check.ratio is None and "no bound" in check.note
