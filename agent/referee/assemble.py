@@ -161,6 +161,24 @@ def policy_report(
     return report
 
 
+def poison_shortfall(cand: dict[str, Any]) -> str | None:
+    """Why the trials cannot vouch for every output element, when the GPU was too full to poison
+    the allocator with NaN: an unwritten element could then hold another process's data."""
+    short = [
+        t
+        for t in cand.get("trials", [])
+        if (t.get("poisoned_bytes") or 0) < (t.get("poison_needed_bytes") or 0)
+    ]
+    if not short:
+        return None
+    t = short[0]
+    return (
+        f"the GPU had too little free memory to poison the allocator before trial {t.get('index')} "
+        f"({(t.get('poisoned_bytes') or 0) / 2**20:.0f} of {t['poison_needed_bytes'] / 2**20:.0f} MiB), so "
+        "unwritten outputs could not be told apart: evaluate again on a less busy GPU"
+    )
+
+
 def supervised_rechecks(cand: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     """The timed calls to recheck, as the supervisor chose them, with the seeds it handed out
     (never the candidate process's claims), and what the record gets wrong about them."""

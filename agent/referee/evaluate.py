@@ -50,6 +50,7 @@ from sandbox.workers.timing import TIMING_VERSION, TimingConfig
 RECHECKS = 2  # timed calls whose outputs the judge rechecks
 PROFILE_CALLS = 5
 GateOption = Path | str | None | Literal["auto"]
+GPU_TEARDOWN_GRACE_S = 3.0
 
 
 @functools.cache
@@ -208,6 +209,8 @@ def judge_compiled(
             env["TORCH_EXTENSIONS_DIR"] = compiled.build_dir
         with _held_outside(gate if inner_gate is None else None):
             run = run_candidate(sandbox, spec, exchange, timeout=run_timeout, env=env)
+        if gate is not None and (run.result.timed_out or run.result.signal is not None):
+            _await_teardown(gate)
         result.stage_times.candidate_s = run.result.duration_s
         result.stage_times.candidate_stages = _stage_durations(run.record, run.result.duration_s)
         if run.record is None or not run.record.get("done"):
@@ -311,6 +314,9 @@ def _conclude(
     result.policy_report.violations += record_problems + ([tampered] if tampered else [])
     if not result.correctness.passed:
         return "incorrect", assemble.first_problem(result.correctness)
+    shortfall = assemble.poison_shortfall(cand)
+    if shortfall:
+        return "referee_error", shortfall
     if result.policy_report.violations:
         return "policy_violation", result.policy_report.violations[0]
     return "correct", assemble.correct_reason(result.correctness, result.performance)
@@ -339,6 +345,15 @@ def _gate_file(option: GateOption, sandbox: Sandbox, device: str) -> str | None:
     for name in (path, path.with_name(path.name + ".turn")):
         name.touch(exist_ok=True)
     return str(path)
+
+
+def _await_teardown(path: str) -> None:
+    """A killed candidate's kernels can outlive its process (and so its hold on the gate) until the
+    driver tears its context down: keep the GPU from the next timing for a moment (seen on the
+    H200: timings taken right after an endless kernel was killed ran 16x slow)."""
+    with GpuGate(path) as gate:
+        gate.hold("exclusive")
+        time.sleep(GPU_TEARDOWN_GRACE_S)
 
 
 @contextlib.contextmanager

@@ -35,6 +35,7 @@ from timing import TimedSession, TimingConfig, time_calls
 
 Signature = list[tuple[list[int], str]]
 POISON_BYTES = 256 * 1024 * 1024
+POISON_HEADROOM = 512 * 1024 * 1024  # left free for the candidate's own first allocations
 
 
 def _signature(tensors: list[torch.Tensor]) -> Signature:
@@ -46,17 +47,20 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def poison_allocator(device: str, hint_bytes: int) -> None:
+def poison_allocator(device: str, hint_bytes: int) -> tuple[int, int]:
     """Fill what the caching allocator will hand out next with NaN, so an output element the
-    candidate never writes reads as NaN instead of whatever was there."""
+    candidate never writes reads as NaN instead of whatever was there (another process's freed
+    memory may hold anything, a reference output included). Returns (bytes poisoned, bytes the
+    call's outputs and inputs need): less than needed means the GPU was too full to be sure."""
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     free, _total = torch.cuda.mem_get_info(torch.device(device))
-    size = int(min(max(POISON_BYTES, 2 * hint_bytes), free // 2)) // 4
+    size = int(max(0, min(max(POISON_BYTES, 2 * hint_bytes), free - POISON_HEADROOM))) // 4
     large = torch.empty(size, dtype=torch.float32, device=device).fill_(float("nan"))
     small = [torch.empty(1 << 18, dtype=torch.float32, device=device).fill_(float("nan")) for _ in range(32)]
     torch.cuda.synchronize()
     del large, small
+    return 4 * size, hint_bytes
 
 
 def save_outputs(path: str, structure: str, leaves: list[Any], snapshots: list[Any]) -> None:
@@ -90,8 +94,9 @@ def run_trials(
         signature = signature or _signature(input_tensors)
         before = [checksum(t) for t in input_tensors]
         pristine = [t.clone() for t in input_tensors]
+        poisoned = needed = 0
         if device.startswith("cuda"):
-            poison_allocator(device, nbytes(inputs) + output_bytes)
+            poisoned, needed = poison_allocator(device, nbytes(inputs) + output_bytes)
         with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
             start = time.perf_counter()
             with record_function(FORWARD_LABEL), recorder:
@@ -108,6 +113,8 @@ def run_trials(
                 "index": index,
                 "file": file,
                 "call_ms": call_ms,
+                "poisoned_bytes": poisoned,
+                "poison_needed_bytes": needed,
                 "structure": structure,
                 "leaves": [describe_leaf(leaf) for leaf in leaves],
                 "input_checksums": before,
@@ -248,7 +255,9 @@ def profile_kernels(spec: dict, body: dict, model: torch.nn.Module, get_inputs: 
         return
     kernels: dict[str, list[float]] = {}
     for event in events:
-        if event.device_type == DeviceType.CUDA:
+        # The forward's own record_function label shows up on the GPU timeline too (a user
+        # annotation spanning the kernels): it is not a kernel.
+        if event.device_type == DeviceType.CUDA and event.name != FORWARD_LABEL:
             entry = kernels.setdefault(event.name, [0, 0.0])
             entry[0] += 1
             entry[1] += event.time_range.elapsed_us()

@@ -191,9 +191,15 @@ def test_torch_glue_violates_strict(gpu_dir: Path, baselines: BaselineCache) -> 
 
 # -- the measuring parts on their own -----------------------------------------------------------
 def test_poisoned_allocator_hands_out_nan() -> None:
+    import sys
+
+    from sandbox.base import WORKERS_DIR
+
+    sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
     from sandbox.workers.candidate_trials import poison_allocator
 
-    poison_allocator("cuda", 0)
+    poisoned, needed = poison_allocator("cuda", 0)
+    assert poisoned >= needed
     large = torch.empty(1 << 22, device="cuda")
     small = torch.empty(1000, device="cuda")
     assert torch.isnan(large).all() and torch.isnan(small).all()
