@@ -59,7 +59,7 @@ def replay_command(
             min=0.0,
             max=0.5,
             help="Relative run-to-run spread of a speedup (0.03 = 3%); the default was measured on the H200 "
-            "(benchmarks/results/eval_bench_h200.md). Two speedups agree within their in-run bands or "
+            "(the largest in benchmarks/results/eval_bench_h200*.md). Two speedups agree within their in-run bands or "
             "within 3 sigma of this spread; 0 keeps the in-run bands alone.",
         ),
     ] = DEFAULT_RUN_TO_RUN_CV,

@@ -110,7 +110,10 @@ mkdir -p "$WORK/stores"
 for dir in "${arms[@]}"; do
     name=$(basename "$dir")
     mkdir -p "$WORK/stores/$name"
-    cp "$dir/store.sqlite" "$WORK/stores/$name/" 2>>"$LOG" || continue
+    # The store is in WAL mode: a plain copy of store.sqlite misses what is still in store.sqlite-wal
+    # (all of it, when the batch was cut short); SQLite's backup copies the whole database.
+    python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" \
+        "$dir/store.sqlite" "$WORK/stores/$name/store.sqlite" 2>>"$LOG" || continue
     step "agent report $name" 60 "$WORK/stores/$name/report.log" \
         python3 -m agent.cli report "$WORK/stores/$name/store.sqlite" --out "$WORK/stores/$name"
 done

@@ -220,7 +220,10 @@ def judge_compiled(
         cand = run.record
         rechecks, record_problems = assemble.supervised_rechecks(cand)
         cand["rechecks"] = rechecks
-        result.device = gpu.model_copy(update={"python": (cand.get("device") or {}).get("python", "")})
+        seen = cand.get("device") or {}
+        result.device = gpu.model_copy(
+            update={"python": seen.get("python", ""), "allocator": str(seen.get("allocator", ""))}
+        )
 
         baselines = Baselines.plan(
             baseline_cache or BaselineCache(),

@@ -42,6 +42,7 @@ class DeviceInfo(BaseModel):
     torch: str
     capability: str = ""
     python: str = ""
+    allocator: str = Field(default="", description="the candidate process's CUDA allocator and its settings")
 
 
 class OutputDiff(BaseModel):

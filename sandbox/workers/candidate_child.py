@@ -206,6 +206,14 @@ def _device_info(device: str) -> dict:
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(torch.device(device))
         info.update(name=props.name, capability=f"{props.major}.{props.minor}")
+        # How the caching allocator hands out memory decides what allocator poisoning can promise.
+        settings = [torch.cuda.get_allocator_backend()]
+        settings += [
+            f"{k}={os.environ[k]}"
+            for k in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+            if k in os.environ
+        ]
+        info["allocator"] = ", ".join(settings)
     else:
         info.update(name="cpu", capability="")
     return info

@@ -20,6 +20,7 @@ expected.json:
              timing, and C1's race, whose defenses need a GPU and CPUs nobody else is using)
   cpu_task   optional: tests/adversarial/tasks/<name>.py for the CPU end-to-end subset
   cpu_verdict optional: the verdict on the CPU (defaults to `verdict`)
+  cpu_flag   optional: the flag on the CPU (defaults to `flag`; null: none, the CPU has no bandwidth floor)
 """
 
 from __future__ import annotations

@@ -98,13 +98,16 @@ def test_runs_of_different_lengths_and_other_calls() -> None:
     assert [s.status for s in compare_runs(recorded[:1], replayed)] == ["match", "extra"]
 
 
-def test_the_default_run_to_run_cv_is_the_committed_h200_measurement() -> None:
-    text = EVAL_BENCH_H200.read_text()
-    assert "NVIDIA H200" in text
-    found = re.search(r"CV of the speedup vs eager over (\d+) evaluations: ([0-9.]+)%", text)
-    assert found is not None, "benchmarks/results/eval_bench_h200.md no longer states the speedup CV"
-    assert int(found.group(1)) >= 5
-    assert float(found.group(2)) / 100 == pytest.approx(DEFAULT_RUN_TO_RUN_CV)
+def test_the_default_run_to_run_cv_is_the_largest_committed_h200_measurement() -> None:
+    cvs = []
+    for path in sorted(EVAL_BENCH_H200.parent.glob("eval_bench_h200*.md")):
+        text = path.read_text()
+        assert "NVIDIA H200" in text, path
+        found = re.search(r"CV of the speedup vs eager over (\d+) evaluations: ([0-9.]+)%", text)
+        assert found is not None, f"{path.name} no longer states the speedup CV"
+        assert int(found.group(1)) >= 5
+        cvs.append(float(found.group(2)) / 100)
+    assert len(cvs) >= 1 and max(cvs) == pytest.approx(DEFAULT_RUN_TO_RUN_CV)
 
 
 def test_the_h200_replay_of_profile_1_agrees_under_the_measured_run_to_run_spread() -> None:
