@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.referee import assemble
-from agent.referee.models import TimingStats
+from agent.referee.models import PerformanceReport, TimingStats
 from sandbox.workers.protocol import derive_seed
 
 
@@ -46,12 +46,8 @@ def candidate(
 EAGER = TimingStats.model_validate(stats(1.0, window_ms=125.0))
 
 
-def test_an_honest_record_is_consistent() -> None:
-    cand = candidate(0.5, window_ms=100 * (0.5 + 0.25))
-    check = assemble.timing_check(cand, EAGER, None)
-    assert check is not None and check.consistent and check.ratio and check.ratio >= 1.0
-    assert abs(check.overhead_ms - 0.25) < 1e-9  # type: ignore[operator]
-    report = assemble.performance_report(
+def performance(cand: dict) -> PerformanceReport | None:
+    return assemble.performance_report(
         cand,
         eager=EAGER,
         compiled=None,
@@ -63,6 +59,14 @@ def test_an_honest_record_is_consistent() -> None:
         bandwidth_source=None,
         policy="kernelbench",
     )
+
+
+def test_an_honest_record_is_consistent() -> None:
+    cand = candidate(0.5, window_ms=100 * (0.5 + 0.25))
+    check = assemble.timing_check(cand, EAGER, None)
+    assert check is not None and check.consistent and check.ratio and check.ratio >= 1.0
+    assert abs(check.overhead_ms - 0.25) < 1e-9  # type: ignore[operator]
+    report = performance(cand)
     assert report is not None and abs(report.speedup_vs_eager.value - 2.0) < 1e-9  # type: ignore[union-attr]
     assert "timing_inconsistent" not in {f.code for f in report.flags}
     assert assemble.timing_tampered(check) is None
@@ -72,18 +76,7 @@ def test_times_shrunk_after_the_fact_are_caught_and_the_speedup_comes_from_the_c
     cand = candidate(0.5 / 2, window_ms=100 * (0.5 + 0.25))  # claims 2x faster than it ran
     check = assemble.timing_check(cand, EAGER, None)
     assert check is not None and not check.consistent and assemble.timing_tampered(check) is None
-    report = assemble.performance_report(
-        cand,
-        eager=EAGER,
-        compiled=None,
-        compile_mode=None,
-        baseline_errors={},
-        own_kernels=set(),
-        bytes_moved=None,
-        bandwidth_gbps=None,
-        bandwidth_source=None,
-        policy="kernelbench",
-    )
+    report = performance(cand)
     assert report is not None and "timing_inconsistent" in {f.code for f in report.flags}
     assert report.speedup_vs_eager is not None and report.speedup_vs_eager.value < 2.5  # true 2x, claimed 4x
 
