@@ -61,17 +61,19 @@ step() {
 }
 
 say "repo $(git rev-parse --short HEAD 2>/dev/null || echo '?') (+ working tree), budget ${BUDGET_S}s, work $WORK"
-# The device image lacks some of kernel-agent's dependencies (pydantic, openai, anthropic, ...): when
-# the caller carried wheels in .whl/, install them where this run can import them.
-if ! python3 -c "import pydantic, typer, rich, openai, anthropic, tenacity, docker, httpx" 2>/dev/null; then
-    if compgen -G ".whl/*.whl" >/dev/null; then
-        say "installing the wheels in .whl/ into $WORK/site"
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" .whl/*.whl \
-            2>&1 | tee -a "$LOG"
-        export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
-    fi
-    python3 -c "import pydantic, typer, rich, openai, anthropic, tenacity, docker, httpx" 2>&1 | tee -a "$LOG" \
-        || say "missing Python packages (above): carry wheels in .whl/ (see /work/.library/device/README.md)"
+# The device image lacks some of kernel-agent's dependencies (pydantic, openai, anthropic, ...),
+# carried as wheels in .whl/, and bubblewrap: benchmarks/gpu_setup.sh installs them (source it
+# first, or this does).
+IMPORTS="import pydantic, typer, rich, openai, anthropic, tenacity, docker, httpx"
+if ! python3 -c "$IMPORTS" 2>/dev/null; then
+    say "sourcing benchmarks/gpu_setup.sh"
+    set +u # someone else's script
+    # shellcheck source=/dev/null
+    source benchmarks/gpu_setup.sh >"$WORK/setup.log" 2>&1
+    set -u
+    tee -a "$LOG" <"$WORK/setup.log"
+    python3 -c "$IMPORTS" 2>&1 | tee -a "$LOG" \
+        || say "missing Python packages (above): carry their wheels in .whl/ (/work/.library/device/README.md)"
 fi
 {
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu --format=csv
@@ -96,6 +98,7 @@ else
 fi
 
 # 2. The benchmark: warm-up (baselines), then 100 candidates at 4 per GPU, then 7 at 1 per GPU.
+# shellcheck disable=SC2086  # BATCH_GPU_ARMS is several arguments on purpose
 step "batch benchmark" 600 "$DEST/batch_bench.log" \
     python3 benchmarks/batch_bench.py ${BATCH_GPU_ARMS:---arm 0:4:100 --arm 0:1:7} --keep "$WORK/bench" --out "$DEST/batch_h200.md"
 

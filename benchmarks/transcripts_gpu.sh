@@ -71,22 +71,16 @@ step() {
 
 say "repo $(git rev-parse --short HEAD 2>/dev/null || echo '?') (+ working tree), budget ${BUDGET_S}s"
 # The device image lacks some of kernel-agent's dependencies (pydantic, openai, anthropic, ...),
-# carried as wheels in .whl/: benchmarks/gpu_setup.sh installs them (source it first, or this does).
+# carried as wheels in .whl/, and bubblewrap: benchmarks/gpu_setup.sh installs them (source it
+# first, or this does).
 IMPORTS="import pydantic, typer, rich, openai, anthropic, tenacity, docker, httpx"
 if ! python3 -c "$IMPORTS" 2>/dev/null; then
-    if [ -f benchmarks/gpu_setup.sh ]; then
-        say "sourcing benchmarks/gpu_setup.sh"
-        set +u # someone else's script
-        # shellcheck source=/dev/null
-        source benchmarks/gpu_setup.sh >"$WORK/setup.log" 2>&1
-        set -u
-        tee -a "$LOG" <"$WORK/setup.log"
-    elif compgen -G ".whl/*.whl" >/dev/null; then
-        say "installing the wheels in .whl/ into $WORK/site"
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$WORK/site" .whl/*.whl \
-            2>&1 | tee -a "$LOG"
-        export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
-    fi
+    say "sourcing benchmarks/gpu_setup.sh"
+    set +u # someone else's script
+    # shellcheck source=/dev/null
+    source benchmarks/gpu_setup.sh >"$WORK/setup.log" 2>&1
+    set -u
+    tee -a "$LOG" <"$WORK/setup.log"
     python3 -c "$IMPORTS" 2>&1 | tee -a "$LOG" \
         || say "missing Python packages (above): carry their wheels in .whl/ (/work/.library/device/README.md)"
 fi

@@ -19,7 +19,6 @@ ended (`gate_held`), as the batch does for sandboxes that cannot take the gate t
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -76,7 +75,6 @@ def fake_judge(job: EvalJob, compiled: CompileResult, gpu: str | None, gpu_gate:
     spec = fake_spec(job.solution)
     start = time.time()
     timing_start = timing_end = start
-    gate_held = None
     if compiled.ok:
         crash = spec.get("crash")
         if crash == "raise":
@@ -85,9 +83,6 @@ def fake_judge(job: EvalJob, compiled: CompileResult, gpu: str | None, gpu_gate:
             os._exit(3)
         if crash == "hang":
             time.sleep(3600)
-        probe = job.options.extra.get("probe_gate")
-        probed = gate_path(probe, "0") if probe and gpu is not None else None
-        held_before = probed is not None and _held_exclusively(probed)
         with _open_gate(gpu_gate, gpu) as gate:
             if gate is not None:
                 gate.hold("shared")
@@ -97,8 +92,6 @@ def fake_judge(job: EvalJob, compiled: CompileResult, gpu: str | None, gpu_gate:
             timing_start = time.time()
             time.sleep(float(spec.get("timing_s", 0.02)))
             timing_end = time.time()
-        if probed is not None:
-            gate_held = held_before and _held_exclusively(probed)
     end = time.time()
     log = job.options.extra.get("log")
     if log and compiled.ok:
@@ -106,7 +99,6 @@ def fake_judge(job: EvalJob, compiled: CompileResult, gpu: str | None, gpu_gate:
             "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "gpu_arg": gpu,
             "gate": gpu_gate,
-            "gate_held": gate_held,
             "pid": os.getpid(),
             "start": start,
             "end": end,
@@ -131,21 +123,6 @@ def _open_gate(gpu_gate: str | None, gpu: str | None) -> Iterator[GpuGate | None
         gpu_gate = gate_path(gpu_gate_dir(), "0")
     with GpuGate(gpu_gate) as gate:
         yield gate
-
-
-def _held_exclusively(path: str) -> bool:
-    """Whether another holder has the gate at `path` exclusively (a shared lock cannot be had)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def fake_result(

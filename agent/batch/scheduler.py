@@ -5,9 +5,9 @@ Several evaluations may share a GPU (`evals_per_gpu` slots each): correctness wo
 timings stay exclusive because the referee's own processes take the GPU's gate
 (sandbox/workers/gpu_gate.py) around every timed or profiled section. The gate is a file per
 physical GPU, so two batches, or a batch and `agent eval`, on one machine never time at once.
-Where the referee cannot take the gate (docker containers do not see the gate files) the batch
-judges one evaluation per GPU and holds the gate exclusively around the whole evaluation
-(`hold_exclusively`).
+Where the candidate's processes cannot see the gate files (docker containers), the referee holds
+the gate exclusively around each candidate run itself; the batch then gives each GPU one slot,
+since those runs would only queue behind each other.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from agent.messages import Message, ModelResponse, ToolSpec
 from agent.models.base import Model, ModelError
-from sandbox.workers.gpu_gate import GpuGate, gate_path
+from sandbox.workers.gpu_gate import gate_path
 
 log = logging.getLogger(__name__)
 
@@ -48,21 +48,6 @@ def referee_gate(gpu: str, lock_dir: Path | None) -> str | None:
     if gpu == NO_GPU:
         return None
     return AUTO_GATE if lock_dir is None else gate_path(lock_dir, gpu)
-
-
-@contextlib.contextmanager
-def hold_exclusively(gpu: str, lock_dir: Path | None) -> Iterator[None]:
-    """Hold `gpu`'s gate exclusively (for an evaluation whose processes cannot take it themselves)."""
-    if gpu == NO_GPU:
-        yield
-        return
-    if lock_dir is None:
-        from sandbox.local import gpu_gate_dir
-
-        lock_dir = gpu_gate_dir()
-    with GpuGate(gate_path(lock_dir, gpu)) as gate:  # closing the files releases the locks
-        gate.hold("exclusive")
-        yield
 
 
 @dataclass(frozen=True)

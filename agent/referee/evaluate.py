@@ -44,7 +44,7 @@ from agent.tasks import Task, load_task
 from agent.workspace import EXTENSION_NAME, MODEL_ENTRY, Solution, Workspace, materialize
 from sandbox.base import Sandbox, open_sandbox
 from sandbox.local import gpu_gate_dir
-from sandbox.workers.gpu_gate import GpuGate, gate_path
+from sandbox.workers.gpu_gate import GpuGate, gate_path, physical_gate_path
 from sandbox.workers.timing import TIMING_VERSION, TimingConfig
 
 RECHECKS = 2  # timed calls whose outputs the judge rechecks
@@ -190,9 +190,7 @@ def judge_compiled(
     exchange = open_exchange(solution, sandbox)
     judge = JudgeProcess()
     gate = _gate_file(gpu_gate, sandbox, device)
-    # A sandbox that cannot see the gate file (a container) runs its candidate under the host's
-    # exclusive hold instead: slower to share, never timed alongside other work.
-    inner_gate = gate if gate is not None and sandbox.kind == "local" else None
+    inner_gate, outer_gate = gate_holders(gate, sandbox.kind)
     try:
         spec = _task_spec(task, device, seeds) | {
             "solution": _solution_spec(solution, compiled, sandbox),
@@ -207,10 +205,14 @@ def judge_compiled(
         env = {"TORCH_CUDA_ARCH_LIST": compiled.arch}  # what load_inline built for, so it does not rebuild
         if solution.kind == "single_file":
             env["TORCH_EXTENSIONS_DIR"] = compiled.build_dir
-        with _held_outside(gate if inner_gate is None else None):
+        with _exclusive(outer_gate):
             run = run_candidate(sandbox, spec, exchange, timeout=run_timeout, env=env)
         if gate is not None and (run.result.timed_out or run.result.signal is not None):
-            _await_teardown(gate)
+            # A killed candidate's kernels can outlive its process, and so its hold on the gate,
+            # until the driver tears its context down (seen on the H200: timings taken right
+            # after an endless kernel was killed ran 16x slow): keep the GPU a moment longer.
+            with _exclusive(gate):
+                time.sleep(GPU_TEARDOWN_GRACE_S)
         result.stage_times.candidate_s = run.result.duration_s
         result.stage_times.candidate_stages = _stage_durations(run.record, run.result.duration_s)
         if run.record is None or not run.record.get("done"):
@@ -343,24 +345,25 @@ def _gate_file(option: GateOption, sandbox: Sandbox, device: str) -> str | None:
     else:
         gpus = getattr(sandbox, "gpus", None)  # a physical id when the sandbox pins one GPU
         pinned = isinstance(gpus, str) and gpus.isdigit()
-        path = gpu_gate_dir() / f"gpu-{gpus}.lock" if pinned else Path(gate_path(gpu_gate_dir(), "0"))
+        path = Path(physical_gate_path(gpu_gate_dir(), gpus) if pinned else gate_path(gpu_gate_dir(), "0"))
     path.parent.mkdir(parents=True, exist_ok=True)
     for name in (path, path.with_name(path.name + ".turn")):
         name.touch(exist_ok=True)
     return str(path)
 
 
-def _await_teardown(path: str) -> None:
-    """A killed candidate's kernels can outlive its process (and so its hold on the gate) until the
-    driver tears its context down: keep the GPU from the next timing for a moment (seen on the
-    H200: timings taken right after an endless kernel was killed ran 16x slow)."""
-    with GpuGate(path) as gate:
-        gate.hold("exclusive")
-        time.sleep(GPU_TEARDOWN_GRACE_S)
+def gate_holders(gate: str | None, sandbox_kind: str) -> tuple[str | None, str | None]:
+    """(the gate the candidate's supervisor takes, the gate the host holds exclusively around the
+    candidate run). A local sandbox shows its processes the gate folder; a container cannot see
+    it, so there the host keeps the GPU to the candidate for its whole run: slower to share,
+    never timed alongside other work."""
+    if gate is None:
+        return None, None
+    return (gate, None) if sandbox_kind == "local" else (None, gate)
 
 
 @contextlib.contextmanager
-def _held_outside(path: str | None) -> Iterator[None]:
+def _exclusive(path: str | None) -> Iterator[None]:
     if path is None:
         yield
         return

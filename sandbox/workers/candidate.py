@@ -76,10 +76,10 @@ class Supervisor:
             os.write(self._progress, (name.replace("\n", " ") + "\n").encode())
             return None
         if op == "exclusive":
-            self._hold("exclusive")
+            self.hold("exclusive")
             return {"ok": True}
         if op == "exclusive_done":
-            self._hold("shared")
+            self.hold("shared")
             return {"ok": True}
         if op == "window_open":
             return self._open_window(message)
@@ -87,7 +87,7 @@ class Supervisor:
             return self._close_window(message)
         return {"error": f"unknown request {op!r}"}
 
-    def _hold(self, mode: str) -> None:
+    def hold(self, mode: str) -> None:
         if self.gate is None:
             return
         waited = time.monotonic()
@@ -141,7 +141,7 @@ def main() -> None:
     key = bytes.fromhex(spec.pop("key"))
     supervisor = Supervisor(spec, key)
     del key
-    supervisor._hold("shared")
+    supervisor.hold("shared")
     from_child, to_us = os.pipe()
     child = subprocess.Popen(
         [sys.executable, "-I", CHILD, str(to_us)],

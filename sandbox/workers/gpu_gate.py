@@ -34,7 +34,12 @@ def physical_gpu(gpu: str) -> str:
 
 def gate_path(lock_dir: str | os.PathLike[str], gpu: str) -> str:
     """The gate file of GPU `gpu` (an index as this process sees it) under `lock_dir`."""
-    return os.path.join(os.fspath(lock_dir), f"gpu-{physical_gpu(gpu)}.lock")
+    return physical_gate_path(lock_dir, physical_gpu(gpu))
+
+
+def physical_gate_path(lock_dir: str | os.PathLike[str], physical: str) -> str:
+    """The gate file of the machine's GPU `physical` under `lock_dir`."""
+    return os.path.join(os.fspath(lock_dir), f"gpu-{physical}.lock")
 
 
 class GpuGate:

@@ -285,7 +285,7 @@ def time_calls(
 
 
 def _tensor_bytes(value: Any) -> int:
-    if type(value) is torch.Tensor or isinstance(value, torch.Tensor):
+    if isinstance(value, torch.Tensor):
         return value.numel() * value.element_size()
     if isinstance(value, list | tuple):
         return sum(_tensor_bytes(v) for v in value)

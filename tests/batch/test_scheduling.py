@@ -145,9 +145,9 @@ def test_two_batches_on_one_machine_never_time_at_once(tmp_path: Path, evaluator
     assert_timings_exclusive(first + second)
 
 
-def test_docker_judges_one_per_gpu_and_the_batch_holds_the_gate(tmp_path: Path) -> None:
-    """Docker containers cannot take the gates: one slot per GPU, the referee is told gpu_gate=None,
-    and the gate is held exclusively (by the batch) for the whole of every evaluation."""
+def test_docker_judges_one_per_gpu_and_the_referee_gets_the_gate(tmp_path: Path) -> None:
+    """Docker containers cannot take the gates (the referee holds them around each container run:
+    tests/referee/test_gpu_gate.py): one slot per GPU, and the referee is given the GPU's gate."""
     names = [f"{i}_T{i}" for i in range(1, 5)]
     tasks = make_tasks(tmp_path / "tasks", {1: names})
     for name in names:
@@ -155,7 +155,7 @@ def test_docker_judges_one_per_gpu_and_the_batch_holds_the_gate(tmp_path: Path) 
     log = tmp_path / "log.jsonl"
     config = fake_config(
         tmp_path, tasks, tmp_path / "sols", gpus=["0"], evals_per_gpu=4, concurrency=4,
-        extra={"log": str(log), "probe_gate": str(tmp_path / "gpu-locks")},
+        extra={"log": str(log)},
     )  # fmt: skip
     config = config.model_copy(update={"eval": config.eval.model_copy(update={"sandbox": "docker"})})
     docker = fake_evaluator(config)
@@ -167,8 +167,7 @@ def test_docker_judges_one_per_gpu_and_the_batch_holds_the_gate(tmp_path: Path) 
         docker.close()
     assert summary.counts == {"correct": 4}
     entries = read_log(log)
-    assert [e["gate"] for e in entries] == [None] * 4
-    assert [e["gate_held"] for e in entries] == [True] * 4
+    assert [e["gate"] for e in entries] == [str(tmp_path / "gpu-locks" / "gpu-0.lock")] * 4
     assert_timings_exclusive(entries, start="start")
 
 

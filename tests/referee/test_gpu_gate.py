@@ -111,3 +111,24 @@ def test_gate_files_are_named_by_physical_gpu(monkeypatch: pytest.MonkeyPatch, t
     assert gate_path(tmp_path, "0") == str(tmp_path / "gpu-3.lock")
     assert open_gate(None) is None
     assert open_gate(str(tmp_path / "missing-dir" / "gpu-0.lock")) is not None  # created on first use
+
+
+def test_a_container_candidate_runs_under_the_hosts_exclusive_hold(tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    from agent.referee.evaluate import _exclusive, gate_holders
+
+    path = str(tmp_path / "gpu-0.lock")
+    assert gate_holders(path, "local") == (path, None)  # its supervisor takes the gate itself
+    assert gate_holders(path, "docker") == (None, path)  # a container cannot see the gate files
+    assert gate_holders(None, "docker") == (None, None)
+    with _exclusive(path):
+        probe = os.open(path, os.O_RDONLY)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)  # no one may even check meanwhile
+        finally:
+            os.close(probe)
+    with GpuGate(path) as gate:
+        gate.hold("shared")  # released afterwards

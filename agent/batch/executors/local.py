@@ -8,8 +8,8 @@ A worker runs one call at a time, so a GPU with `evals_per_gpu` slots has that m
 
 Sharing a GPU is safe only because the referee's processes take the GPU's gate themselves
 (`gpu_gate`): shared for correctness work, exclusive for timing and profiling. With a sandbox
-whose processes cannot see the gate files (docker), a GPU gets one slot and the batch holds the
-gate exclusively around the whole evaluation instead.
+whose processes cannot see the gate files (docker), the referee holds the gate exclusively around
+each candidate run instead, and a GPU gets one slot (more would only queue).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 from agent.batch.executors import EvaluationError
 from agent.batch.jobs import CompileFn, JudgeFn, compile_job, judge_job
 from agent.batch.models import EvalJob
-from agent.batch.scheduler import NO_GPU, GpuPool, hold_exclusively, referee_gate
+from agent.batch.scheduler import NO_GPU, GpuPool, referee_gate
 from agent.referee.models import EvalResult
 from sandbox.workers.gpu_gate import physical_gpu
 
@@ -179,11 +179,8 @@ class LocalEvaluator:
                 waiting = False
                 gpu = slot.gpu
                 physical = None if gpu == NO_GPU else physical_gpu(gpu)
-                if self.referee_gates:
-                    gate, held = referee_gate(gpu, self.lock_dir), contextlib.nullcontext()
-                else:
-                    gate, held = None, hold_exclusively(gpu, self.lock_dir)
-                with held, self._counting("judging"):
+                gate = referee_gate(gpu, self.lock_dir)
+                with self._counting("judging"):
                     return self.workers[gpu][slot.index].call(
                         self.judge_fn, job, compiled, physical, gate, timeout=self.eval_timeout_s
                     )

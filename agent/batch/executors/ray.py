@@ -7,7 +7,7 @@ folder, then a judge pinned to that node so it finds the build. The judge asks f
 CUDA_VISIBLE_DEVICES for each, which every process of the evaluation inherits. As with the local
 executor, sharing is safe because the referee's processes take the node's gate of that GPU
 (shared for correctness, exclusive for timing); with the docker sandbox, whose containers cannot,
-a judge takes a whole GPU (`num_gpus=1`) and holds the gate exclusively itself. Files travel with
+a judge takes a whole GPU (`num_gpus=1`) and the referee holds the gate around each candidate run. Files travel with
 the task (the task's source and the candidate's model files), so workers need no shared
 filesystem. `ray` is an optional dependency: `pip install 'kernel-agent[ray]'`.
 """
@@ -28,7 +28,7 @@ from agent.batch.executors import EvaluationError
 from agent.batch.executors.local import gates_in_referee, resolve_sandbox
 from agent.batch.jobs import CompileFn, JudgeFn, compile_job, judge_job
 from agent.batch.models import EvalJob
-from agent.batch.scheduler import NO_GPU, hold_exclusively, referee_gate
+from agent.batch.scheduler import NO_GPU, referee_gate
 from agent.compile import CompileResult
 from agent.referee.models import EvalResult
 from agent.tasks import Task
@@ -97,16 +97,12 @@ def _remote_judge(
     job: EvalJob,
     compiled: CompileResult,
     judge_fn: JudgeFn,
-    referee_gates: bool,
     lock_dir: Path | None,
 ) -> EvalResult:
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES") or None
     local = NO_GPU if gpu is None else "0"  # the one GPU Ray gave this worker, as it sees it
     try:
-        if referee_gates:
-            return judge_fn(job, compiled, gpu, referee_gate(local, lock_dir))
-        with hold_exclusively(local, lock_dir):
-            return judge_fn(job, compiled, gpu, None)
+        return judge_fn(job, compiled, gpu, referee_gate(local, lock_dir))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -175,7 +171,7 @@ class RayEvaluator:
         with self._counting("judging"):
             result: EvalResult = self._get(
                 self._judge.options(scheduling_strategy=place).remote(
-                    root, remote_job, compiled, self.judge_fn, self.referee_gates, self.lock_dir
+                    root, remote_job, compiled, self.judge_fn, self.lock_dir
                 )
             )
         result.solution.path = str(job.solution)
