@@ -11,10 +11,11 @@ Two speedups a and b (same step, same baseline) agree when either holds:
 2. run-to-run: |a - b| <= k * sqrt(2) * cv * (a + b) / 2.
 
 The in-run band only sees the spread inside one process; a replay is another process, whose median
-moves by more. `cv` is that between-run spread, relative to the speedup: by default 1.58%, the
+moves by more. `cv` is that between-run spread, relative to the speedup: by default 3.74%, the
 largest CV of the speedup vs eager over 5 evaluations of one solution in separate processes on the
 H200 that we measured (benchmarks/results/eval_bench_h200*.md, `python benchmarks/eval_bench.py`:
-1.58% on 2026-11-29, 0.88% on 2026-12-01 with the current timing procedure); `agent replay
+1.58% on 2026-11-29; on 2026-12-01 0.88% at 08:03, then 3.74% and 3.36% on machines whose host
+stages ran slower); `agent replay
 --run-to-run-cv` overrides it (0 keeps the in-run rule alone). Two independent runs each with
 relative standard deviation cv differ by a standard deviation of sqrt(2) * cv * mean; k = 3 sigma
 makes a false divergence about 0.3% likely per speedup compared (under a normal spread), at most
@@ -43,7 +44,7 @@ DETERMINISTIC_TOOLS = frozenset(
 )
 _EPS = 1e-9
 
-DEFAULT_RUN_TO_RUN_CV = 0.0158
+DEFAULT_RUN_TO_RUN_CV = 0.0374
 """benchmarks/results/eval_bench_h200*.md: the largest measured CV of the speedup vs eager, H200."""
 DEFAULT_SIGMAS = 3.0
 

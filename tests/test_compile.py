@@ -209,3 +209,24 @@ def test_a_new_workspace_reuses_the_prepared_toolchain(built: Workspace, tmp_pat
     assert "kernel_agent_torch.h" in log  # the precompiled torch headers are used
     assert "Winvalid-pch" in log and "warning: " not in log.split("kernel_agent_torch.h.gch")[-1]
     assert list((cache / "toolchain").iterdir()) == toolchains
+
+
+def test_the_build_worker_gives_way_to_timings(tmp_path: Path) -> None:
+    """Compiles run below normal priority, so a timing loop beside a batch's builds gets its core."""
+    import subprocess
+    import sys
+
+    from agent.compile import parse_worker_result
+    from sandbox.base import WORKERS_DIR
+    from sandbox.workers.build import BUILD_NICENESS
+
+    spec = {"kind": "single_file", "solution": str(tmp_path / "missing.py"), "build_dir": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-I", str(WORKERS_DIR / "build.py"), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    record = parse_worker_result(done.stdout)
+    assert record is not None and not record["ok"] and "missing.py" in record["log"]
+    assert record["niceness"] >= BUILD_NICENESS

@@ -36,6 +36,11 @@ from cuda_env import ToolkitError, find_toolkit, vendor_libraries
 from protocol import emit, stdout_to_stderr
 
 STAMP = ".kernel-agent-build.json"
+# Builds are background work next to timings: a batch compiles on every core while another
+# solution's timing loop needs one. On the H200 at 4 evaluations per GPU, 5 of 100 honest timings
+# ran slow enough on the host for the timing check to doubt them; below them in priority the
+# compilers give way.
+BUILD_NICENESS = 10
 
 
 @contextlib.contextmanager
@@ -138,14 +143,25 @@ def add_toolchain(spec: dict[str, Any]) -> None:
 def main() -> None:
     spec = json.loads(sys.argv[1])
     start = time.monotonic()
+    niceness = os.nice(BUILD_NICENESS)  # ninja, nvcc and the host compiler inherit it
     try:
         add_toolchain(spec)
     except ToolkitError as exc:
-        emit({"ok": False, "log": str(exc), "mode": "configure", "module": None, "duration_s": 0.0})
+        emit(
+            {
+                "ok": False,
+                "log": str(exc),
+                "mode": "configure",
+                "module": None,
+                "duration_s": 0.0,
+                "niceness": niceness,
+            }
+        )
         return
     with stdout_to_stderr():
         result = build_workspace(spec) if spec["kind"] == "workspace" else build_single_file(spec)
     result["duration_s"] = time.monotonic() - start
+    result["niceness"] = niceness
     emit(result)
 
 

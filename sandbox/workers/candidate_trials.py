@@ -48,19 +48,36 @@ def _sync(device: str) -> None:
 
 
 def poison_allocator(device: str, hint_bytes: int) -> tuple[int, int]:
-    """Fill what the caching allocator will hand out next with NaN, so an output element the
-    candidate never writes reads as NaN instead of whatever was there (another process's freed
-    memory may hold anything, a reference output included). Returns (bytes poisoned, bytes the
-    call's outputs and inputs need): less than needed means the GPU was too full to be sure."""
+    """Fill what the caching allocator will hand out next with all-ones bytes (NaN in every
+    floating dtype), so an element the candidate never writes reads NaN instead of whatever was
+    there. That is every free block it still caches (the free parts of segments partly in use,
+    which `empty_cache` cannot release and best-fit prefers) plus a fresh reserve for new
+    segments. Returns (bytes of the fresh reserve, bytes the call's outputs and inputs need):
+    less than needed means the GPU was too full to be sure. Allocations the dispatch mode sees
+    are filled on their own (`make_recorder(poison=True)`); this covers the ones it cannot see."""
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
+    index = torch.device(device).index
+    index = torch.cuda.current_device() if index is None else index
+    stream = torch.cuda.current_stream(index).cuda_stream
+    remnants = sorted(
+        block["size"]
+        for segment in torch.cuda.memory_snapshot()
+        if segment["device"] == index and segment["stream"] == stream
+        for block in segment["blocks"]
+        if block["state"] == "inactive"
+    )
+    # Smallest first: best fit then hands out each remnant itself, unsplit.
+    held = [torch.empty(size, dtype=torch.uint8, device=device) for size in remnants]
     free, _total = torch.cuda.mem_get_info(torch.device(device))
-    size = int(max(0, min(max(POISON_BYTES, 2 * hint_bytes), free - POISON_HEADROOM))) // 4
-    large = torch.empty(size, dtype=torch.float32, device=device).fill_(float("nan"))
-    small = [torch.empty(1 << 18, dtype=torch.float32, device=device).fill_(float("nan")) for _ in range(32)]
+    reserve = int(max(0, min(max(POISON_BYTES, 2 * hint_bytes), free - POISON_HEADROOM)))
+    held.append(torch.empty(reserve, dtype=torch.uint8, device=device))
+    held += [torch.empty(1 << 20, dtype=torch.uint8, device=device) for _ in range(32)]
+    for tensor in held:
+        tensor.fill_(0xFF)
     torch.cuda.synchronize()
-    del large, small
-    return 4 * size, hint_bytes
+    del held
+    return reserve, hint_bytes
 
 
 def save_outputs(path: str, structure: str, leaves: list[Any], snapshots: list[Any]) -> None:
@@ -83,7 +100,7 @@ def run_trials(
     from torch.profiler import ProfilerActivity, profile, record_function
 
     device = spec["device"]
-    recorder = make_recorder()
+    recorder = make_recorder(poison=True)
     profiler_ops: Counter[str] = Counter()
     signature: Signature = []
     output_bytes = 0

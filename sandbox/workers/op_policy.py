@@ -41,6 +41,7 @@ QUERIES = _names(
     "result_type _has_compatible_shallow_copy_type to type_as"
 )
 STRICT_ALLOWED = ALLOCATION | VIEWS | LAYOUT_COPIES | QUERIES
+UNINITIALIZED = _names("empty empty_like empty_strided empty_permuted new_empty new_empty_strided")
 TORCH_NAMESPACES = _names(
     "aten prims prim _c10d_functional c10d inductor quantized quantized_decomposed _quantized "
     "higher_order mkldnn fbgemm torchvision torchaudio xformers flash_attn triton"
@@ -80,11 +81,21 @@ def forbidden(policy: str, counts: dict[str, int]) -> dict[str, int]:
     return {name: count for name, count in sorted(counts.items()) if not is_allowed(policy, name)}
 
 
-def make_recorder() -> Any:
+def make_recorder(poison: bool = False) -> Any:
     """A TorchDispatchMode counting every operator that reaches the dispatcher; it never raises,
-    so a candidate cannot catch a refusal and take another path."""
+    so a candidate cannot catch a refusal and take another path. With `poison`, memory handed out
+    uninitialized (torch.empty and friends, from Python or the extension's C++) is filled with
+    all-ones bytes first, NaN in every floating dtype: an element the candidate never writes
+    reads NaN, whatever the allocator's cache held."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    def fill_poison(tensor: torch.Tensor) -> None:
+        if tensor.device.type == "meta" or tensor.untyped_storage().nbytes() == 0:
+            return
+        raw = torch.empty(0, dtype=torch.uint8, device=tensor.device)
+        raw.set_(tensor.untyped_storage())  # every byte of the storage, whatever the strides
+        raw.fill_(1 if tensor.dtype is torch.bool else 0xFF)
 
     class OpRecorder(TorchDispatchMode):
         def __init__(self) -> None:
@@ -97,7 +108,10 @@ def make_recorder() -> Any:
             if len(devices) > 1 and op_key(name)[1] in LAYOUT_COPIES:
                 name += CROSS_DEVICE
             self.counts[name] += 1
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **(kwargs or {}))
+            if poison and type(out) is torch.Tensor and op_key(name)[1] in UNINITIALIZED:
+                fill_poison(out)  # ops run here are not the candidate's: the mode is off inside
+            return out
 
     return OpRecorder()
 

@@ -159,7 +159,7 @@ def problems_with(cand: Candidate, e: dict, result: EvalResult) -> list[str]:
     if result.verdict not in {e["verdict"], *e.get("accept", [])}:
         problems.append(f"verdict {result.verdict}: {result.reason}")
     flags = {f.code for f in (result.performance.flags if result.performance else [])}
-    if e.get("flag") and e["flag"] not in flags:
+    if e.get("flag") and result.verdict == e["verdict"] and e["flag"] not in flags:
         problems.append(f"flag {e['flag']} missing (flags: {sorted(flags)})")
     if e["catch"] == "neutralized" and "implausible_speedup" in flags:
         problems.append("the attack gained an implausible speedup")

@@ -59,6 +59,14 @@ def test_zeros_for_tiny_outputs_fail_on_the_norm_wise_error(judge_cpu: JudgeCpu)
     assert "norm-wise relative error" in result.reason
 
 
+def test_an_output_never_written_reads_nan(judge_cpu: JudgeCpu) -> None:
+    result = judge_cpu("relu_small", "empty_output", profile=False)
+    assert result.verdict == "incorrect"
+    diff = result.correctness.trials[0].outputs[0]  # type: ignore[union-attr]
+    assert diff.actual_nan == diff.numel
+    assert "never written" in result.feedback()
+
+
 def test_one_wrong_element_is_located(judge_cpu: JudgeCpu) -> None:
     result = judge_cpu("relu_small", "wrong_values", profile=False)
     assert result.verdict == "incorrect"

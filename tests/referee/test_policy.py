@@ -112,6 +112,36 @@ def test_the_profiler_sees_torch_inside_a_custom_operator_the_mode_does_not() ->
     assert "aten::relu" in forbidden("strict", unseen_by(mode_counts, nested))
 
 
+def test_uninitialized_allocations_read_nan_under_the_poisoning_recorder() -> None:
+    recorder = make_recorder(poison=True)
+    x = torch.randn(5, 7)
+    floats = (torch.float16, torch.bfloat16, torch.float64)
+    with (
+        torch.no_grad(),
+        profile(activities=[ProfilerActivity.CPU]) as prof,
+        record_function(FORWARD_LABEL),
+        recorder,
+    ):
+        fresh = [torch.empty(3, 4, dtype=dtype) for dtype in floats]
+        like = torch.empty_like(x)
+        strided = torch.empty_strided((3, 4), (8, 1))  # storage beyond the view's elements
+        new = x.new_empty(6)
+        ints = torch.empty(4, dtype=torch.int32)
+    for tensor in (*fresh, like, strided, new):
+        assert torch.isnan(tensor).all(), tensor
+    assert ints.tolist() == [-1, -1, -1, -1]
+    counts = dict(recorder.counts)
+    assert (
+        "aten.fill_.Scalar" not in counts and "aten.set_.source_Storage" not in counts
+    )  # not the candidate's
+    assert ops_under(prof.events(), FORWARD_LABEL) == {
+        "aten::empty": 4,
+        "aten::empty_like": 1,
+        "aten::empty_strided": 1,
+        "aten::new_empty": 1,
+    }
+
+
 def test_tolerance_lookup_by_dtype() -> None:
     default = TOLERANCES["default"]
     assert default.for_dtype("float32").as_list() == [1e-2, 1e-2, 1e-2]
