@@ -6,7 +6,7 @@
 #   OUT=/some/folder bash benchmarks/batch_gpu.sh      # from the repository root
 #
 # Writes under $OUT/batch/ (7 files; the device machine returns at most 8):
-#   batch_gpu.log           every step with its start, limit, exit status and elapsed time
+#   batch_gpu.log           every step with its start, limit, output, exit status and elapsed time
 #   pytest_gpu_batch.log    pytest -m gpu tests/batch
 #   batch_h200.md           the benchmark's table (rewritten after each arm: a cut-short run keeps
 #                           what it measured)
@@ -31,57 +31,10 @@ RESERVE_S=25 # report and packing
 mkdir -p "$DEST"
 : >"$LOG"
 export PYTHONUNBUFFERED=1 COLUMNS=220
-failed=0
-
-say() { echo "[batch_gpu $(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$LOG"; }
-
-# Seconds a step may take: its own cap, or what is left of the budget, whichever is less.
-box() {
-    local left=$((BUDGET_S - RESERVE_S - SECONDS))
-    echo $(($1 < left ? $1 : left))
-}
-
-# One step: name, cap in seconds, log file, command... (its output goes to the log file and to
-# stdout; its last lines and exit status to $LOG).
-step() {
-    local name=$1 cap=$2 log=$3 limit rc started=$SECONDS
-    shift 3
-    limit=$(box "$cap")
-    if ((limit < 30)); then
-        say "$name: skipped, ${limit}s of the budget left"
-        failed=$((failed + 1))
-        return 125
-    fi
-    say "$name: start (limit ${limit}s): $*"
-    timeout -k 10 "$limit" "$@" 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]}
-    tail -n 5 "$log" | sed 's/^/    /' >>"$LOG"
-    say "$name: exit $rc after $((SECONDS - started))s"
-    ((rc == 0)) || failed=$((failed + 1))
-    return "$rc"
-}
-
-say "repo $(git rev-parse --short HEAD 2>/dev/null || echo '?') (+ working tree), budget ${BUDGET_S}s, work $WORK"
-# The device image lacks some of kernel-agent's dependencies (pydantic, openai, anthropic, ...),
-# carried as wheels in .whl/, and bubblewrap: benchmarks/gpu_setup.sh installs them (source it
-# first, or this does).
-IMPORTS="import pydantic, typer, rich, openai, anthropic, tenacity, docker, httpx"
-if ! python3 -c "$IMPORTS" 2>/dev/null; then
-    say "sourcing benchmarks/gpu_setup.sh"
-    set +u # someone else's script
-    # shellcheck source=/dev/null
-    source benchmarks/gpu_setup.sh >"$WORK/setup.log" 2>&1
-    set -u
-    tee -a "$LOG" <"$WORK/setup.log"
-    python3 -c "$IMPORTS" 2>&1 | tee -a "$LOG" \
-        || say "missing Python packages (above): carry their wheels in .whl/ (/work/.library/device/README.md)"
-fi
-{
-    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu --format=csv
-    python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'gpus', torch.cuda.device_count())"
-    nvcc --version | tail -n 2
-    echo "cores $(nproc)"
-} 2>&1 | tee -a "$LOG"
+STEPS_NAME=batch_gpu
+# shellcheck source=benchmarks/gpu_steps.sh
+source benchmarks/gpu_steps.sh
+prepare_machine
 # Sharing a GPU is safe only with the referee's own GPU gates: without them every evaluation would
 # fail on the unknown keyword, so spend no GPU time.
 if ! python3 -c "import inspect; from agent.referee.evaluate import judge_compiled as j; assert 'gpu_gate' in inspect.signature(j).parameters" 2>>"$LOG"; then

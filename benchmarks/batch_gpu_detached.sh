@@ -12,6 +12,7 @@ case "${1:-}" in
 start)
     mkdir -p "$RUN_DIR/out"
     rm -f "$RUN_DIR/exit"
+    # shellcheck disable=SC2016  # $? and $0 belong to the inner shell
     OUT="$RUN_DIR/out" setsid nohup bash -c 'bash benchmarks/batch_gpu.sh; echo $? >"$0/exit"' "$RUN_DIR" \
         >"$RUN_DIR/console.log" 2>&1 </dev/null &
     echo "started: pid $!, log $RUN_DIR/console.log"

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "sandbox" / "workers"))
 
 from build import BUILD_NICENESS  # noqa: E402
-from timing import TimingConfig, time_calls  # noqa: E402
+from timing import time_calls  # noqa: E402
 
 HOG = "while True: pass"
 
@@ -37,24 +37,16 @@ def loop_costs(windows: int) -> list[tuple[float, float]]:
     x = torch.randn(4096, 16384, device="cuda")
     out = []
     for _ in range(windows):
-        stats = time_calls(
-            torch.relu,
-            lambda _i: torch.randn_like(x),
-            device="cuda",
-            config=TimingConfig(),
-        )
+        stats = time_calls(torch.relu, lambda _i: torch.randn_like(x), device="cuda")
         out.append((stats["window_ms"] / stats["n"] - stats["mean_ms"], stats["mean_ms"]))
     return out
 
 
-def with_hogs(niceness: int | None, windows: int, per_core: int) -> list[tuple[float, float]]:
-    hogs = []
-    if niceness is not None:
-        nice = niceness
-        hogs = [
-            subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=lambda: os.nice(nice))
-            for _ in range(per_core * (os.cpu_count() or 1))
-        ]
+def with_hogs(niceness: int, per_core: int, windows: int) -> list[tuple[float, float]]:
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=lambda: os.nice(niceness))
+        for _ in range(per_core * (os.cpu_count() or 1))
+    ]
     try:
         return loop_costs(windows)
     finally:
@@ -81,7 +73,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     loop_costs(2)  # CUDA context, allocator, kernels loaded
-    arms = [("alone", None, 0)]
+    arms = [("alone", 0, 0)]
     for per_core in args.hogs_per_core:
         arms.append((f"{per_core} hog(s) per core, niceness 0", 0, per_core))
         arms.append(
@@ -100,7 +92,7 @@ def main() -> None:
         "|---|---|---|---|---|---|",
     ]
     for label, niceness, per_core in arms:
-        lines.append(row(label, with_hogs(niceness, args.windows, per_core)))
+        lines.append(row(label, with_hogs(niceness, per_core, args.windows)))
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     print(text)

@@ -32,15 +32,9 @@ RESERVE_S=20 # packing and the last log lines
 mkdir -p "$DEST" "$STAGE"
 : >"$LOG"
 export PYTHONUNBUFFERED=1 COLUMNS=220
-failed=0
-
-say() { echo "[transcripts_gpu $(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$LOG"; }
-
-# Seconds a step may take: its own cap, or what is left of the budget, whichever is less.
-box() {
-    local left=$((BUDGET_S - RESERVE_S - SECONDS))
-    echo $(($1 < left ? $1 : left))
-}
+STEPS_NAME=transcripts_gpu
+# shellcheck source=benchmarks/gpu_steps.sh
+source benchmarks/gpu_steps.sh
 
 pack() {
     tar -C "$WORK" -czf "$DEST/solve-h200.tar.gz.part" solve-h200 && mv "$DEST/solve-h200.tar.gz.part" "$DEST/solve-h200.tar.gz"
@@ -51,44 +45,7 @@ prune() {
     find "$1" -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
 }
 
-# One step: name, cap in seconds, log file, command... (its output goes to the log file and to $LOG).
-step() {
-    local name=$1 cap=$2 log=$3 limit rc
-    shift 3
-    limit=$(box "$cap")
-    if ((limit < 30)); then
-        say "$name: skipped, ${limit}s of the budget left"
-        failed=$((failed + 1))
-        return 125
-    fi
-    say "$name: start (limit ${limit}s): $*"
-    timeout -k 10 "$limit" "$@" 2>&1 | tee "$log" | tee -a "$LOG"
-    rc=${PIPESTATUS[0]}
-    say "$name: exit $rc"
-    ((rc == 0)) || failed=$((failed + 1))
-    return "$rc"
-}
-
-say "repo $(git rev-parse --short HEAD 2>/dev/null || echo '?') (+ working tree), budget ${BUDGET_S}s"
-# The device image lacks some of kernel-agent's dependencies (pydantic, openai, anthropic, ...),
-# carried as wheels in .whl/, and bubblewrap: benchmarks/gpu_setup.sh installs them (source it
-# first, or this does).
-IMPORTS="import pydantic, typer, rich, openai, anthropic, tenacity, docker, httpx"
-if ! python3 -c "$IMPORTS" 2>/dev/null; then
-    say "sourcing benchmarks/gpu_setup.sh"
-    set +u # someone else's script
-    # shellcheck source=/dev/null
-    source benchmarks/gpu_setup.sh >"$WORK/setup.log" 2>&1
-    set -u
-    tee -a "$LOG" <"$WORK/setup.log"
-    python3 -c "$IMPORTS" 2>&1 | tee -a "$LOG" \
-        || say "missing Python packages (above): carry their wheels in .whl/ (/work/.library/device/README.md)"
-fi
-{
-    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu --format=csv
-    python3 -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda)"
-    nvcc --version | tail -n 2
-} 2>&1 | tee -a "$LOG"
+prepare_machine
 
 # 1. The GPU session test: records the scripted run and replays it in-process (agent.replay).
 KERNEL_AGENT_GPU_ARTIFACTS="$STAGE" step "pytest" 430 "$STAGE/pytest_gpu_agent.log" \

@@ -147,21 +147,11 @@ def main() -> None:
     try:
         add_toolchain(spec)
     except ToolkitError as exc:
-        emit(
-            {
-                "ok": False,
-                "log": str(exc),
-                "mode": "configure",
-                "module": None,
-                "duration_s": 0.0,
-                "niceness": niceness,
-            }
-        )
-        return
-    with stdout_to_stderr():
-        result = build_workspace(spec) if spec["kind"] == "workspace" else build_single_file(spec)
-    result["duration_s"] = time.monotonic() - start
-    result["niceness"] = niceness
+        result: dict[str, Any] = {"ok": False, "log": str(exc), "mode": "configure", "module": None}
+    else:
+        with stdout_to_stderr():
+            result = build_workspace(spec) if spec["kind"] == "workspace" else build_single_file(spec)
+    result.update(duration_s=time.monotonic() - start, niceness=niceness)
     emit(result)
 
 

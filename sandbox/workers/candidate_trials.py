@@ -34,8 +34,9 @@ from referee_common import (
 from timing import TimedSession, TimingConfig, time_calls
 
 Signature = list[tuple[list[int], str]]
-POISON_BYTES = 256 * 1024 * 1024
+POISON_RESERVE_BYTES = 256 * 1024 * 1024
 POISON_HEADROOM = 512 * 1024 * 1024  # left free for the candidate's own first allocations
+POISON_BYTE = 0xFF  # all-ones: NaN in every floating dtype (a float32 NaN read as float16 is half zeros)
 
 
 def _signature(tensors: list[torch.Tensor]) -> Signature:
@@ -47,14 +48,22 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def poison_tensor(tensor: torch.Tensor) -> None:
+    """Fill every byte of the tensor's storage, whatever its strides, with POISON_BYTE."""
+    if tensor.device.type == "meta" or tensor.untyped_storage().nbytes() == 0:
+        return
+    raw = torch.empty(0, dtype=torch.uint8, device=tensor.device)
+    raw.set_(tensor.untyped_storage())
+    raw.fill_(1 if tensor.dtype is torch.bool else POISON_BYTE)
+
+
 def poison_allocator(device: str, hint_bytes: int) -> tuple[int, int]:
-    """Fill what the caching allocator will hand out next with all-ones bytes (NaN in every
-    floating dtype), so an element the candidate never writes reads NaN instead of whatever was
+    """Fill what the caching allocator will hand out next with POISON_BYTE, so an element the candidate never writes reads NaN instead of whatever was
     there. That is every free block it still caches (the free parts of segments partly in use,
     which `empty_cache` cannot release and best-fit prefers) plus a fresh reserve for new
     segments. Returns (bytes of the fresh reserve, bytes the call's outputs and inputs need):
     less than needed means the GPU was too full to be sure. Allocations the dispatch mode sees
-    are filled on their own (`make_recorder(poison=True)`); this covers the ones it cannot see."""
+    are filled as they are made (`poison_tensor`); this covers the ones it cannot see."""
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     index = torch.device(device).index
@@ -70,11 +79,11 @@ def poison_allocator(device: str, hint_bytes: int) -> tuple[int, int]:
     # Smallest first: best fit then hands out each remnant itself, unsplit.
     held = [torch.empty(size, dtype=torch.uint8, device=device) for size in remnants]
     free, _total = torch.cuda.mem_get_info(torch.device(device))
-    reserve = int(max(0, min(max(POISON_BYTES, 2 * hint_bytes), free - POISON_HEADROOM)))
+    reserve = int(max(0, min(max(POISON_RESERVE_BYTES, 2 * hint_bytes), free - POISON_HEADROOM)))
     held.append(torch.empty(reserve, dtype=torch.uint8, device=device))
     held += [torch.empty(1 << 20, dtype=torch.uint8, device=device) for _ in range(32)]
     for tensor in held:
-        tensor.fill_(0xFF)
+        tensor.fill_(POISON_BYTE)
     torch.cuda.synchronize()
     del held
     return reserve, hint_bytes
@@ -100,7 +109,7 @@ def run_trials(
     from torch.profiler import ProfilerActivity, profile, record_function
 
     device = spec["device"]
-    recorder = make_recorder(poison=True)
+    recorder = make_recorder(on_uninitialized=poison_tensor)
     profiler_ops: Counter[str] = Counter()
     signature: Signature = []
     output_bytes = 0

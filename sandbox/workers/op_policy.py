@@ -12,6 +12,7 @@ torch operator, so they are allowed. `kernelbench` allows torch glue and only re
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 POLICIES = ("strict", "kernelbench")
@@ -81,21 +82,13 @@ def forbidden(policy: str, counts: dict[str, int]) -> dict[str, int]:
     return {name: count for name, count in sorted(counts.items()) if not is_allowed(policy, name)}
 
 
-def make_recorder(poison: bool = False) -> Any:
+def make_recorder(on_uninitialized: Callable[[Any], None] | None = None) -> Any:
     """A TorchDispatchMode counting every operator that reaches the dispatcher; it never raises,
-    so a candidate cannot catch a refusal and take another path. With `poison`, memory handed out
-    uninitialized (torch.empty and friends, from Python or the extension's C++) is filled with
-    all-ones bytes first, NaN in every floating dtype: an element the candidate never writes
-    reads NaN, whatever the allocator's cache held."""
+    so a candidate cannot catch a refusal and take another path. `on_uninitialized` sees each
+    tensor torch.empty and friends hand out (from Python or the extension's C++) before the
+    candidate does; operators it runs are not counted (the mode is off inside)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    def fill_poison(tensor: torch.Tensor) -> None:
-        if tensor.device.type == "meta" or tensor.untyped_storage().nbytes() == 0:
-            return
-        raw = torch.empty(0, dtype=torch.uint8, device=tensor.device)
-        raw.set_(tensor.untyped_storage())  # every byte of the storage, whatever the strides
-        raw.fill_(1 if tensor.dtype is torch.bool else 0xFF)
 
     class OpRecorder(TorchDispatchMode):
         def __init__(self) -> None:
@@ -109,8 +102,8 @@ def make_recorder(poison: bool = False) -> Any:
                 name += CROSS_DEVICE
             self.counts[name] += 1
             out = func(*args, **(kwargs or {}))
-            if poison and type(out) is torch.Tensor and op_key(name)[1] in UNINITIALIZED:
-                fill_poison(out)  # ops run here are not the candidate's: the mode is off inside
+            if on_uninitialized and type(out) is torch.Tensor and op_key(name)[1] in UNINITIALIZED:
+                on_uninitialized(out)
             return out
 
     return OpRecorder()

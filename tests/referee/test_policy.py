@@ -113,7 +113,14 @@ def test_the_profiler_sees_torch_inside_a_custom_operator_the_mode_does_not() ->
 
 
 def test_uninitialized_allocations_read_nan_under_the_poisoning_recorder() -> None:
-    recorder = make_recorder(poison=True)
+    import sys
+
+    from sandbox.base import WORKERS_DIR
+
+    sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
+    from sandbox.workers.candidate_trials import poison_tensor
+
+    recorder = make_recorder(on_uninitialized=poison_tensor)
     x = torch.randn(5, 7)
     floats = (torch.float16, torch.bfloat16, torch.float64)
     with (
