@@ -134,6 +134,15 @@ class TimingStats(BaseModel):
     persisting_l2_reset: bool = Field(default=False, description="persisting L2 lines reset per repetition")
     version: int = 1
     cached: bool = Field(default=False, description="taken from the baseline cache")
+    rescaled_by: float | None = Field(
+        default=None,
+        description="a cached time scaled by eager's drift since it was cached (eager now / eager then)",
+    )
+
+    def scaled(self, factor: float) -> TimingStats:
+        """The same measurement with every time multiplied by `factor` (host-side fields kept)."""
+        times = ("median_ms", "q1_ms", "q3_ms", "iqr_ms", "mean_ms", "std_ms", "min_ms", "max_ms")
+        return self.model_copy(update={name: getattr(self, name) * factor for name in times})
 
     @property
     def relative_spread(self) -> float:

@@ -86,7 +86,10 @@ def test_relu_example_is_correct_timed_and_profiled(relu_workspace: Path, baseli
     assert perf.candidate.held_outputs and perf.candidate.persisting_l2_reset, perf.candidate
     assert {"trial 0", "timing", "profile"} <= set(result.stage_times.candidate_stages), result.stage_times
     again = judge(RELU_TASK, relu_workspace, baselines, trials=1)
-    assert again.performance and again.performance.eager and again.performance.eager.cached
+    perf = again.performance
+    assert perf and perf.eager and not perf.eager.cached  # eager: timed with every candidate
+    assert perf.compile and perf.compile.cached and perf.compile.rescaled_by, perf.compile
+    assert 0.8 < perf.compile.rescaled_by < 1.25  # the same machine a minute later
 
 
 def test_single_file_load_inline_solution(gpu_dir: Path, baselines: BaselineCache) -> None:
