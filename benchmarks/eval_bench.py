@@ -51,10 +51,11 @@ def row(label: str, wall: float, result: EvalResult) -> str:
     check = perf.timing_check if perf else None
     ratio = f"{check.ratio:.2f}" if check and check.ratio is not None else "-"
     drift = f"{perf.compile.rescaled_by:.3f}" if perf and perf.compile and perf.compile.rescaled_by else "-"
+    gpu = f"{sum(k.time_us for k in perf.kernels) / 1e3:.4f}" if perf and perf.kernels else "-"
     t = result.stage_times
     return (
         f"| {label} | {result.verdict} | {wall:.2f} | {t.compile_s:.2f} | {t.candidate_s:.2f} | {t.judge_s:.2f} "
-        f"| {cand} | {eager} | {comp} | {drift} | {vs_e} | {vs_c} | {ratio} |"
+        f"| {cand} | {gpu} | {eager} | {comp} | {drift} | {vs_e} | {vs_c} | {ratio} |"
     )
 
 
@@ -74,6 +75,7 @@ def main() -> int:
     parser.add_argument("--policy", default="strict")
     parser.add_argument("--compile-mode", default="default")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--json-dir", type=Path, help="also write each evaluation's EvalResult here")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="eval-bench-"))
@@ -91,6 +93,7 @@ def main() -> int:
     lines = []
     start = time.monotonic()
     cold = evaluate(task, solution, refresh_baselines=True, **options)
+    results = [cold]
     lines.append(row("cold (compile + baselines)", time.monotonic() - start, cold))
     if cold.verdict != "correct":
         print(cold.feedback(), file=sys.stderr)
@@ -100,6 +103,7 @@ def main() -> int:
         start = time.monotonic()
         result = evaluate(task, solution, **options)
         wall = time.monotonic() - start
+        results.append(result)
         lines.append(row(f"run {index + 1}", wall, result))
         perf = result.performance
         if result.verdict != "correct" or perf is None or perf.speedup_vs_eager is None:
@@ -128,9 +132,10 @@ def main() -> int:
         f"- task: {task.key}; solution: {args.solution}; policy {args.policy}; trials {args.trials}; "
         f"torch.compile mode {args.compile_mode}",
         "",
-        "| run | verdict | wall s | compile s | candidate s | judge s | yours ms | eager ms | compile ms "
+        "| run | verdict | wall s | compile s | candidate s | judge s | yours ms | yours, profiler ms | eager ms "
+        "| compile ms "
         "| eager drift | x eager | x compile | timing check |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *lines,
         "",
         f"- wall per evaluation with cached baselines: mean {statistics.mean(walls):.2f} s, max {max(walls):.2f} s "
@@ -143,6 +148,7 @@ def main() -> int:
         f"- CV of the candidate's median time: {100 * cv(medians):.2f}% (median {statistics.median(medians):.4f} ms)",
         "- eager is timed in every evaluation, by the judge right after the candidate; torch.compile is "
         "timed once (cold run) and scaled by eager's drift since (eager drift: eager now / eager then)",
+        "- yours, profiler: the device time of the kernels one call ran, from torch.profiler (profile stage)",
         "- timing check: the candidate's reported mean over the lowest mean its supervisor's clock allows "
         "(at least 1 when consistent; below 0.8 the speedup is taken from that clock)",
         f"- the candidate worker's stages in the last run (s): {stages(result)}",
@@ -151,6 +157,10 @@ def main() -> int:
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
+    if args.json_dir:
+        args.json_dir.mkdir(parents=True, exist_ok=True)
+        for index, each in enumerate(results):
+            (args.json_dir / f"eval_{index}.json").write_text(each.model_dump_json(indent=1))
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

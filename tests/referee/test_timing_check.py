@@ -147,3 +147,13 @@ def test_a_rescaled_compile_speedup_carries_the_eager_noise() -> None:
     )
     assert plain.noise == pytest.approx(0.02)  # the floor: both spreads are 1%
     assert rescaled.noise == pytest.approx(math.hypot(0.01, 0.01, 0.05))
+
+
+def test_time_added_for_other_streams_is_flagged() -> None:
+    cand = candidate(0.5, window_ms=100 * (0.5 + 0.25))
+    cand["timing"]["other_streams_ms"] = 0.04
+    report = performance(cand)
+    assert report is not None
+    flag = next(f for f in report.flags if f.code == "other_streams_time")
+    assert "40.0 us per call" in flag.message
+    assert "other_streams_time" not in {f.code for f in performance(candidate(0.5, 75.0)).flags}  # type: ignore[union-attr]
