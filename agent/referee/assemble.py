@@ -227,7 +227,8 @@ def timing_check(
         check.note = "no baseline window to compare with (cached before windows were recorded?)"
         return check
     check.overhead_ms = max(0.0, source.window_ms / source.n - source.mean_ms)
-    floor = check.window_ms / reps - check.overhead_ms * (1 + OVERHEAD_SLACK) - TIMING_SLACK_MS
+    jitter = max(0.0, check.overhead_ms - (source.blocker_ms or 0.0))  # the blocker's sleep is the GPU's
+    floor = check.window_ms / reps - check.overhead_ms - OVERHEAD_SLACK * jitter - TIMING_SLACK_MS
     check.floor_ms = floor
     if floor <= 0:
         check.note = (

@@ -141,6 +141,9 @@ class TimingStats(BaseModel):
     other_streams_ms: float = Field(
         default=0.0, description="added to every call for work left running on other streams"
     )
+    blocker_ms: float | None = Field(
+        default=None, description="the GPU sleep before each start event, behind which launches queue"
+    )
     version: int = 1
     cached: bool = Field(default=False, description="taken from the baseline cache")
     rescaled_by: float | None = Field(

@@ -2,8 +2,8 @@
 
 Per repetition, on a GPU: fresh inputs (made before the clock starts), persisting-L2 lines reset
 and an L2 flush, a GPU sleep that holds the stream while the call's launches queue up behind it,
-a start event, the call, an end event on the current stream, a device-wide synchronize and a
-second end event. The time is the first interval: GPU time from the call's first queued work to
+a start event, the call, an end event on the current stream, the host polling that event, a
+device-wide synchronize and a second end event. The time is the first interval: GPU time from the call's first queued work to
 the current stream's last, with none of the host's launch or wake-up latency in it. That latency
 was most of the run-to-run spread on the H200: 15 to 70 us per call depending on the process,
 4 to 5% of a 0.13 ms ReLU, where the GPU-side interval varied 0.1% between processes
@@ -40,8 +40,8 @@ TIMING_VERSION = 3  # part of every baseline cache key: bump when the procedure 
 FLUSH_BYTES = 256 * 1024 * 1024
 BLOCKER_CYCLES = 400_000  # GPU sleep before the start event: about 0.2 ms at the H200's clock
 NULL_REPS = 32  # empty calls before and after the timed loop: the host's round trip
-OTHER_STREAMS_SLACK_MS = 0.002
-OTHER_STREAMS_SLACK_FRACTION = 0.02
+OTHER_STREAMS_SLACK_MS = 0.003
+OTHER_STREAMS_SLACK_FRACTION = 0.03
 HOLD_BYTES = 16 * 1024**3  # at most this much of timed outputs is held until the window closes
 
 
@@ -83,6 +83,7 @@ def summarize(
     sync_gap_ms: float | None = None,
     null_gap_ms: float | None = None,
     other_streams_ms: float = 0.0,
+    blocker_ms: float | None = None,
 ) -> dict:
     ordered = sorted(times_ms)
     n = len(ordered)
@@ -110,6 +111,7 @@ def summarize(
         "sync_gap_ms": sync_gap_ms,
         "null_gap_ms": null_gap_ms,
         "other_streams_ms": other_streams_ms,
+        "blocker_ms": blocker_ms,
         "version": TIMING_VERSION,
     }
 
@@ -223,31 +225,42 @@ class _Clock:
         assert self.flush is not None
         self.persisting.reset()
         self.flush.zero_()
-        start, stream_end, device_end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        blocked, start, stream_end, device_end = (torch.cuda.Event(enable_timing=True) for _ in range(4))
+        blocked.record()
         torch.cuda._sleep(BLOCKER_CYCLES)
         host_start = time.perf_counter()
         start.record()
         out = call(inputs)
         stream_end.record()
+        # Poll, so the host is awake when the current stream ends however long the call ran (a
+        # blocking wait came back up to 50 us later after long calls); the synchronize then
+        # waits only for what other streams still run.
+        while not stream_end.query():
+            pass
         torch.cuda.synchronize()
         device_end.record()
         host = (time.perf_counter() - host_start) * 1e3
-        return out, (start, stream_end, device_end), host
+        return out, (blocked, start, stream_end, device_end), host
 
-    def elapsed_ms(self, pending: Any) -> tuple[float, float]:
-        """(the time: start to the current stream's end, the gap from there to the device's end)."""
+    def elapsed_ms(self, pending: Any) -> tuple[float, float, float]:
+        """(the time: start to the current stream's end, the gap from there to the device's end,
+        the blocker's sleep)."""
         if not self.cuda:
-            return float(pending), 0.0
-        start, stream_end, device_end = pending
+            return float(pending), 0.0, 0.0
+        blocked, start, stream_end, device_end = pending
         device_end.synchronize()
-        return float(start.elapsed_time(stream_end)), float(stream_end.elapsed_time(device_end))
+        return (
+            float(start.elapsed_time(stream_end)),
+            float(stream_end.elapsed_time(device_end)),
+            float(blocked.elapsed_time(start)),
+        )
 
-    def null_gaps(self, count: int) -> list[float]:
-        """The gap of `count` empty calls: the host's round trip after a synchronize."""
+    def null_runs(self, count: int) -> list[tuple[float, float, float]]:
+        """`count` empty calls: their gap is the host's round trip after the stream's end."""
         if not self.cuda:
             return []
         pendings = [self.time_one(lambda _x: None, None)[1] for _ in range(count)]
-        return [self.elapsed_ms(p)[1] for p in pendings]
+        return [self.elapsed_ms(p) for p in pendings]
 
 
 def other_streams_excess(times_ms: list[float], gaps_ms: list[float], null_ms: list[float]) -> float:
@@ -289,7 +302,7 @@ def time_calls(
         output_bytes = _tensor_bytes(out)
         del out
         warm.append(clock.elapsed_ms(pending)[0])
-    null = clock.null_gaps(NULL_REPS)
+    null = clock.null_runs(NULL_REPS)
     estimate = max(sorted(warm[1:] or warm)[len(warm[1:] or warm) // 2], 1e-3)
     reps = min(max(math.ceil(config.target_ms / estimate), config.min_reps), config.max_reps)
     free = torch.cuda.mem_get_info(torch.device(device))[0] if clock.cuda else None
@@ -317,9 +330,10 @@ def time_calls(
     measured = [clock.elapsed_ms(p) for p in pendings]
     session.end(len(measured), kept)
     kept.clear()
-    null += clock.null_gaps(NULL_REPS)
-    times, gaps = [t for t, _ in measured], [g for _, g in measured]
-    excess = other_streams_excess(times, gaps, null) if count_other_streams else 0.0
+    null += clock.null_runs(NULL_REPS)
+    times, gaps = [t for t, _, _ in measured], [g for _, g, _ in measured]
+    null_gaps = [g for _, g, _ in null]
+    excess = other_streams_excess(times, gaps, null_gaps) if count_other_streams else 0.0
     return summarize(
         [t + excess for t in times],
         method=clock.method,
@@ -330,8 +344,9 @@ def time_calls(
         held=session.hold_all,
         l2_reset=clock.l2_reset,
         sync_gap_ms=quantile(sorted(gaps), 0.5) if clock.cuda else None,
-        null_gap_ms=quantile(sorted(null), 0.5) if null else None,
+        null_gap_ms=quantile(sorted(null_gaps), 0.5) if null else None,
         other_streams_ms=excess,
+        blocker_ms=quantile(sorted(b for _, _, b in measured), 0.5) if clock.cuda else None,
     )
 
 
