@@ -7,8 +7,8 @@ times the same torch ops in `--processes` fresh processes, each with every proce
 turn (interleaved blocks, so drift hits all alike), and reports each procedure's median per
 process and the coefficient of variation across processes:
 
-- `sync_end`: start event, the call, device-wide synchronize, end event (the referee's procedure
-  up to 2026-12-01: the host's launch of the call and its wake-up after the sync are inside).
+- `sync_end`: start event, the call, device-wide synchronize, end event (the referee's procedure,
+  sandbox/workers/timing.py: the host's launch of the call and its wake-up after the sync are inside).
 - `blocked_sync_end`: the same, with a GPU sleep queued before the start event, so the call's
   launches are queued before the clock starts.
 - `blocked_stream_end`: blocker, start, the call, end event on the current stream (GPU time of

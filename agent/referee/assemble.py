@@ -220,15 +220,14 @@ def timing_check(
         check.consistent = False
         check.note = "the reported times add up to more than the timing window lasted"
         return check
-    # The loop's own cost, from the eager arm this evaluation timed (a cached torch.compile window
-    # may come from a quieter host, whose smaller overhead would flag honest timings).
-    source = next((s for s in (eager, compiled) if s is not None and s.window_ms and s.n), None)
-    if source is None or source.window_ms is None:
+    overheads = [
+        s.window_ms / s.n - s.mean_ms for s in (eager, compiled) if s is not None and s.window_ms and s.n
+    ]
+    if not overheads:
         check.note = "no baseline window to compare with (cached before windows were recorded?)"
         return check
-    check.overhead_ms = max(0.0, source.window_ms / source.n - source.mean_ms)
-    jitter = max(0.0, check.overhead_ms - (source.blocker_ms or 0.0))  # the blocker's sleep is the GPU's
-    floor = check.window_ms / reps - check.overhead_ms - OVERHEAD_SLACK * jitter - TIMING_SLACK_MS
+    check.overhead_ms = max(0.0, min(overheads))
+    floor = check.window_ms / reps - check.overhead_ms * (1 + OVERHEAD_SLACK) - TIMING_SLACK_MS
     check.floor_ms = floor
     if floor <= 0:
         check.note = (
@@ -255,15 +254,9 @@ def timing_tampered(check: TimingCheck | None) -> str | None:
     return f"the timing the candidate process reported is impossible: {check.note}"
 
 
-def speedup(
-    baseline_name: str, baseline: TimingStats, candidate: TimingStats, eager: TimingStats | None = None
-) -> Speedup:
-    """`eager`: the paired eager timing a cached baseline was rescaled by, whose noise it carries."""
+def speedup(baseline_name: str, baseline: TimingStats, candidate: TimingStats) -> Speedup:
     value = baseline.median_ms / candidate.median_ms if candidate.median_ms > 0 else math.inf
-    spreads = [baseline.relative_spread, candidate.relative_spread]
-    if baseline.rescaled_by is not None and eager is not None:
-        spreads.append(eager.relative_spread)
-    noise = max(NOISE_FLOOR, math.hypot(*spreads))
+    noise = max(NOISE_FLOOR, math.hypot(baseline.relative_spread, candidate.relative_spread))
     low, high = value * (1 - noise), value * (1 + noise)
     within = low <= 1.0 <= high
     outcome = "within_noise" if within else ("faster" if value > 1 else "slower")
@@ -297,7 +290,7 @@ def performance_report(
     check = timing_check(cand, eager, compiled)
     judged = candidate
     if check is not None and not check.consistent and check.ratio:
-        judged = candidate.scaled(1 / check.ratio)  # the supervisor's clock, not the claim
+        judged = _scaled(candidate, 1 / check.ratio)  # the supervisor's clock, not the claim
     report = PerformanceReport(
         candidate=candidate,
         eager=eager,
@@ -305,7 +298,7 @@ def performance_report(
         compile_mode=compile_mode,
         baseline_errors=baseline_errors,
         speedup_vs_eager=speedup("eager", eager, judged) if eager else None,
-        speedup_vs_compile=speedup("compile", compiled, judged, eager) if compiled else None,
+        speedup_vs_compile=speedup("compile", compiled, judged) if compiled else None,
         timing_check=check,
         profile_error=cand.get("profile_error"),
         bytes_moved=bytes_moved,
@@ -322,6 +315,11 @@ def performance_report(
     return report
 
 
+def _scaled(stats: TimingStats, factor: float) -> TimingStats:
+    times = ("median_ms", "q1_ms", "q3_ms", "iqr_ms", "mean_ms", "std_ms", "min_ms", "max_ms")
+    return stats.model_copy(update={name: getattr(stats, name) * factor for name in times})
+
+
 def performance_flags(report: PerformanceReport, policy: str) -> list[Flag]:
     flags = []
     check = report.timing_check
@@ -330,15 +328,6 @@ def performance_flags(report: PerformanceReport, policy: str) -> list[Flag]:
             Flag(
                 code="timing_inconsistent",
                 message=f"{check.note}; the speedups use the supervisor's clock",
-            )
-        )
-    if report.candidate.other_streams_ms > 0:
-        flags.append(
-            Flag(
-                code="other_streams_time",
-                message=f"work kept running on another stream after forward returned: "
-                f"{1e3 * report.candidate.other_streams_ms:.1f} us per call added from the device-wide end; "
-                "make the current stream wait for your streams",
             )
         )
     vs_eager = report.speedup_vs_eager

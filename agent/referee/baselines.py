@@ -1,17 +1,9 @@
-"""The baselines of one evaluation: eager timed fresh, torch.compile from a cache.
-
-Eager is re-timed in every evaluation, by the judge right after the candidate, so the speedup
-vs eager compares two timings of the same minute: a machine that drifts (clocks, host latency,
-both seen on the H200) moves both alike. torch.compile costs seconds to tens of seconds to
-build, so a batch times it once: its cache entry keeps the eager median timed back to back with
-it, and later evaluations scale the cached time by how far eager has drifted since
-(`TimingStats.rescaled_by`). The speedup vs torch.compile is therefore the paired speedup vs
-eager times torch.compile's speedup over eager, each a ratio of timings taken back to back.
+"""Cached eager and torch.compile timings, so a batch times each baseline once.
 
 One JSON file under agent.paths.cache_dir(); entries are keyed by the task's content hash,
-its input spec, the GPU, the torch version, the arm (compile with its mode, or the copy
-bandwidth) and the timing procedure's version and settings. Writers hold an exclusive lock;
-`--refresh-baselines` re-times and overwrites.
+its input spec, the GPU, the torch version, the arm (eager, or compile with its mode) and the
+timing procedure's version and settings. Writers hold an exclusive lock; `--refresh-baselines`
+re-times and overwrites.
 """
 
 from __future__ import annotations
@@ -36,7 +28,7 @@ class BaselineKey(BaseModel):
     input_spec: str
     gpu: str
     torch: str
-    arm: str  # "compile:<mode>" | "bandwidth"
+    arm: str  # "eager" | "compile:<mode>" | "bandwidth"
     timing: str
 
     def digest(self) -> str:
@@ -46,7 +38,6 @@ class BaselineKey(BaseModel):
 class BaselineEntry(BaseModel):
     key: BaselineKey
     stats: TimingStats | None = None
-    eager_median_ms: float | None = None  # eager, timed back to back with these stats
     value: float | None = None
     recorded_at: str
 
@@ -64,20 +55,9 @@ class BaselineCache:
         except ValueError:
             return None
 
-    def put(
-        self,
-        key: BaselineKey,
-        *,
-        stats: TimingStats | None = None,
-        eager_median_ms: float | None = None,
-        value: float | None = None,
-    ) -> None:
+    def put(self, key: BaselineKey, *, stats: TimingStats | None = None, value: float | None = None) -> None:
         entry = BaselineEntry(
-            key=key,
-            stats=stats,
-            eager_median_ms=eager_median_ms,
-            value=value,
-            recorded_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            key=key, stats=stats, value=value, recorded_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")
         )
         with self._locked():
             entries = self._read()
@@ -143,21 +123,20 @@ class Baselines:
             "timing": timing,
         }
         keys = {
+            "eager": BaselineKey(arm="eager", **common),
             "compile": BaselineKey(arm=f"compile:{compile_mode}", **common),
             "bandwidth": BaselineKey(
                 arm="bandwidth", task_sha256="", input_spec="", gpu=gpu, torch=torch, timing=""
             ),
         }
         cached = {arm: None if refresh else cache.get(key) for arm, key in keys.items()}
-        if cached["compile"] is not None and not cached["compile"].eager_median_ms:
-            cached["compile"] = None  # from before eager was paired: nothing to rescale it by
         return cls(cache, keys, cached, compile_mode, configured_bandwidth)
 
     def request(self, *, measure_bandwidth: bool) -> dict[str, object]:
-        """The judge spec's part: which arms to time (eager always, the others when not cached)."""
+        """The judge spec's part: which arms to time (those not cached)."""
         return {
             "baselines": {
-                "eager": True,
+                "eager": self.cached["eager"] is None,
                 "compile_mode": self.compile_mode if self.cached["compile"] is None else None,
             },
             "measure_bandwidth": measure_bandwidth
@@ -166,20 +145,18 @@ class Baselines:
         }
 
     def resolve(self, judged: dict) -> None:
-        """Take the judge's fresh numbers (and cache a fresh torch.compile), or the cached one."""
+        """Take cached numbers, or the judge's fresh ones (and cache those)."""
         fresh = judged.get("baselines") or {}
-        eager = self._measured("eager", fresh.get("eager"))
-        self.stats["eager"] = eager
-        self.stats["compile"] = None
-        measured = self._measured("compile", fresh.get("compile"))
-        entry = self.cached.get("compile")
-        if measured is not None:
-            self.stats["compile"] = measured
-            self.cache.put(
-                self.keys["compile"], stats=measured, eager_median_ms=eager.median_ms if eager else None
-            )
-        elif entry is not None and entry.stats is not None:
-            self.stats["compile"] = rescaled(entry, eager)
+        for arm in ("eager", "compile"):
+            entry, measured = self.cached.get(arm), fresh.get(arm)
+            self.stats[arm] = None
+            if entry is not None and entry.stats is not None:
+                self.stats[arm] = entry.stats.model_copy(update={"cached": True})
+            elif isinstance(measured, dict) and "error" in measured:
+                self.errors[arm] = str(measured["error"])
+            elif measured:
+                self.stats[arm] = TimingStats.model_validate(measured)
+                self.cache.put(self.keys[arm], stats=self.stats[arm])
         if self.configured_bandwidth:
             self.bandwidth, self.bandwidth_source = self.configured_bandwidth, "configured"
         elif self.cached["bandwidth"] is not None:
@@ -187,22 +164,3 @@ class Baselines:
         elif judged.get("bandwidth_gbps"):
             self.bandwidth, self.bandwidth_source = float(judged["bandwidth_gbps"]), "measured"
             self.cache.put(self.keys["bandwidth"], value=self.bandwidth)
-
-    def _measured(self, arm: str, record: object) -> TimingStats | None:
-        if isinstance(record, dict) and "error" in record:
-            self.errors[arm] = str(record["error"])
-        elif isinstance(record, dict) and record:
-            return TimingStats.model_validate(record)
-        return None
-
-
-def rescaled(entry: BaselineEntry, eager_now: TimingStats | None) -> TimingStats:
-    """The cached torch.compile timing as it would read now: scaled by eager's drift since it was
-    cached (unscaled when either eager time is missing)."""
-    assert entry.stats is not None
-    stats = entry.stats.model_copy(update={"cached": True})
-    then = entry.eager_median_ms
-    if eager_now is None or not then or then <= 0 or eager_now.median_ms <= 0:
-        return stats
-    factor = eager_now.median_ms / then
-    return stats.scaled(factor).model_copy(update={"rescaled_by": factor})

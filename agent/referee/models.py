@@ -132,29 +132,8 @@ class TimingStats(BaseModel):
     )
     held_outputs: bool = Field(default=False, description="every timed output kept until the loop ended")
     persisting_l2_reset: bool = Field(default=False, description="persisting L2 lines reset per repetition")
-    sync_gap_ms: float | None = Field(
-        default=None, description="median gap from the current stream's end to the device-wide end"
-    )
-    null_gap_ms: float | None = Field(
-        default=None, description="the same gap on empty calls: the host's round trip"
-    )
-    other_streams_ms: float = Field(
-        default=0.0, description="added to every call for work left running on other streams"
-    )
-    blocker_ms: float | None = Field(
-        default=None, description="the GPU sleep before each start event, behind which launches queue"
-    )
     version: int = 1
     cached: bool = Field(default=False, description="taken from the baseline cache")
-    rescaled_by: float | None = Field(
-        default=None,
-        description="a cached time scaled by eager's drift since it was cached (eager now / eager then)",
-    )
-
-    def scaled(self, factor: float) -> TimingStats:
-        """The same measurement with every time multiplied by `factor` (host-side fields kept)."""
-        times = ("median_ms", "q1_ms", "q3_ms", "iqr_ms", "mean_ms", "std_ms", "min_ms", "max_ms")
-        return self.model_copy(update={name: getattr(self, name) * factor for name in times})
 
     @property
     def relative_spread(self) -> float:

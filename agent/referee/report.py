@@ -18,8 +18,6 @@ def _ms(stats: TimingStats | None) -> str:
     if stats is None:
         return "-"
     cached = ", cached" if stats.cached else ""
-    if stats.rescaled_by is not None:
-        cached += f" x{stats.rescaled_by:.3f} for eager's drift"
     return f"{stats.median_ms:.4g} ms (IQR {stats.iqr_ms:.2g}, n={stats.n}{cached})"
 
 

@@ -183,9 +183,7 @@ def _baselines(model: torch.nn.Module, get_inputs: object, spec: dict) -> dict:
     with torch.no_grad():
         if wanted.get("eager"):
             out["eager"] = _guarded(
-                lambda: time_calls(
-                    lambda x: model(*x), make_inputs, device=device, config=config, count_other_streams=False
-                )
+                lambda: time_calls(lambda x: model(*x), make_inputs, device=device, config=config)
             )
         mode = wanted.get("compile_mode")
         if mode:
@@ -194,13 +192,7 @@ def _baselines(model: torch.nn.Module, get_inputs: object, spec: dict) -> dict:
                 torch._dynamo.reset()
                 compiled = torch.compile(model, mode=mode, dynamic=False)
                 compiled(*make_inputs(0))  # compiles; the timing's own warm-up follows
-                return time_calls(
-                    lambda x: compiled(*x),
-                    make_inputs,
-                    device=device,
-                    config=config,
-                    count_other_streams=False,
-                )
+                return time_calls(lambda x: compiled(*x), make_inputs, device=device, config=config)
 
             out["compile"] = _guarded(compiled_timing)
     return out

@@ -1,21 +1,9 @@
 """The one timing procedure every arm uses: candidate, eager and torch.compile (torch + stdlib).
 
 Per repetition, on a GPU: fresh inputs (made before the clock starts), persisting-L2 lines reset
-and an L2 flush, a GPU sleep that holds the stream while the call's launches queue up behind it,
-a start event, the call, an end event on the current stream, the host polling that event, a
-device-wide synchronize and a second end event. The time is the first interval: GPU time from the call's first queued work to
-the current stream's last, with none of the host's launch or wake-up latency in it. That latency
-was most of the run-to-run spread on the H200: 15 to 70 us per call depending on the process,
-4 to 5% of a 0.13 ms ReLU, where the GPU-side interval varied 0.1% between processes
-(benchmarks/results/timing_modes_h200*.md).
-
-Work the call left running on another stream shows up in the second interval: the gap between
-the two end events is the host's round trip plus any such work. The same gap on empty calls in
-the same process measures the round trip; when the timed calls' median gap exceeds it by more
-than OTHER_STREAMS_SLACK_MS plus OTHER_STREAMS_SLACK_FRACTION of the call, the excess is added to
-every repetition (`other_streams_ms`), so unjoined work on a side stream cannot shrink the time
-by more than that slack. Warm-up first, then enough repetitions for about `target_ms` of GPU time,
-bounded below and above. On a CPU (tests) the host clock replaces the events.
+and an L2 flush, a start event, the call, a device-wide synchronize (work on any stream counts),
+an end event. Warm-up first, then enough repetitions for about `target_ms` of GPU time, bounded
+below and above. On a CPU (tests) the host clock replaces the events.
 
 A `TimedSession` brackets the timed repetitions: the candidate's asks its supervisor for the
 seeds of the timed inputs (so nothing in the candidate's process can know them before the
@@ -36,12 +24,8 @@ from typing import Any
 
 import torch
 
-TIMING_VERSION = 3  # part of every baseline cache key: bump when the procedure changes
+TIMING_VERSION = 2  # part of every baseline cache key: bump when the procedure changes
 FLUSH_BYTES = 256 * 1024 * 1024
-BLOCKER_CYCLES = 400_000  # GPU sleep before the start event: about 0.2 ms at the H200's clock
-NULL_REPS = 32  # empty calls before and after the timed loop: the host's round trip
-OTHER_STREAMS_SLACK_MS = 0.003
-OTHER_STREAMS_SLACK_FRACTION = 0.03
 HOLD_BYTES = 16 * 1024**3  # at most this much of timed outputs is held until the window closes
 
 
@@ -80,10 +64,6 @@ def summarize(
     window_ms: float | None = None,
     held: bool = False,
     l2_reset: bool = False,
-    sync_gap_ms: float | None = None,
-    null_gap_ms: float | None = None,
-    other_streams_ms: float = 0.0,
-    blocker_ms: float | None = None,
 ) -> dict:
     ordered = sorted(times_ms)
     n = len(ordered)
@@ -108,10 +88,6 @@ def summarize(
         "window_ms": window_ms,
         "held_outputs": held,
         "persisting_l2_reset": l2_reset,
-        "sync_gap_ms": sync_gap_ms,
-        "null_gap_ms": null_gap_ms,
-        "other_streams_ms": other_streams_ms,
-        "blocker_ms": blocker_ms,
         "version": TIMING_VERSION,
     }
 
@@ -209,7 +185,7 @@ class _Clock:
 
     @property
     def method(self) -> str:
-        return "cuda_event_queued+device_sync" if self.cuda else "host_clock"
+        return "cuda_event+device_sync" if self.cuda else "host_clock"
 
     @property
     def l2_reset(self) -> bool:
@@ -225,52 +201,22 @@ class _Clock:
         assert self.flush is not None
         self.persisting.reset()
         self.flush.zero_()
-        blocked, start, stream_end, device_end = (torch.cuda.Event(enable_timing=True) for _ in range(4))
-        blocked.record()
-        torch.cuda._sleep(BLOCKER_CYCLES)
+        start_event = torch.cuda.Event(enable_timing=True)
+        end_event = torch.cuda.Event(enable_timing=True)
         host_start = time.perf_counter()
-        start.record()
+        start_event.record()
         out = call(inputs)
-        stream_end.record()
-        # Poll, so the host is awake when the current stream ends however long the call ran (a
-        # blocking wait came back up to 50 us later after long calls); the synchronize then
-        # waits only for what other streams still run.
-        while not stream_end.query():
-            pass
         torch.cuda.synchronize()
-        device_end.record()
+        end_event.record()
         host = (time.perf_counter() - host_start) * 1e3
-        return out, (blocked, start, stream_end, device_end), host
+        return out, (start_event, end_event), host
 
-    def elapsed_ms(self, pending: Any) -> tuple[float, float, float]:
-        """(the time: start to the current stream's end, the gap from there to the device's end,
-        the blocker's sleep)."""
+    def elapsed_ms(self, pending: Any) -> float:
         if not self.cuda:
-            return float(pending), 0.0, 0.0
-        blocked, start, stream_end, device_end = pending
-        device_end.synchronize()
-        return (
-            float(start.elapsed_time(stream_end)),
-            float(stream_end.elapsed_time(device_end)),
-            float(blocked.elapsed_time(start)),
-        )
-
-    def null_runs(self, count: int) -> list[tuple[float, float, float]]:
-        """`count` empty calls: their gap is the host's round trip after the stream's end."""
-        if not self.cuda:
-            return []
-        pendings = [self.time_one(lambda _x: None, None)[1] for _ in range(count)]
-        return [self.elapsed_ms(p) for p in pendings]
-
-
-def other_streams_excess(times_ms: list[float], gaps_ms: list[float], null_ms: list[float]) -> float:
-    """What to add per call for work left running on other streams: the timed calls' median gap
-    over the empty calls' median gap, when the excess is more than host jitter explains."""
-    if not gaps_ms or not null_ms:
-        return 0.0
-    excess = quantile(sorted(gaps_ms), 0.5) - quantile(sorted(null_ms), 0.5)
-    slack = OTHER_STREAMS_SLACK_MS + OTHER_STREAMS_SLACK_FRACTION * quantile(sorted(times_ms), 0.5)
-    return excess if excess > slack else 0.0
+            return float(pending)
+        start_event, end_event = pending
+        end_event.synchronize()
+        return float(start_event.elapsed_time(end_event))
 
 
 def time_calls(
@@ -281,16 +227,13 @@ def time_calls(
     config: TimingConfig | None = None,
     on_output: Callable[[int, Any, Any], None] | None = None,
     session: TimedSession | None = None,
-    count_other_streams: bool = True,
 ) -> dict[str, Any]:
     """Median, IQR and CV of `call(make_inputs(i))` over adaptive repetitions.
 
     `make_inputs(i)` is called before each repetition's clock starts (warm-up: negative i);
     `on_output(i, inputs, outputs)` after it stopped (timed repetitions only, i counting from 0).
     `session` (default: a plain TimedSession) is asked for the repetition count once warm-up is
-    done and told when the timed loop ends; `window_ms` is the host clock over the timed loop.
-    `count_other_streams=False` (the judge's torch arms, which run on the current stream alone)
-    never adds the other-streams excess, so host jitter cannot slow a baseline down."""
+    done and told when the timed loop ends; `window_ms` is the host clock over the timed loop."""
     config = config or TimingConfig()
     session = session or TimedSession()
     clock = _Clock(device)
@@ -301,8 +244,7 @@ def time_calls(
         out, pending, _ = clock.time_one(call, make_inputs(-1 - len(warm)))
         output_bytes = _tensor_bytes(out)
         del out
-        warm.append(clock.elapsed_ms(pending)[0])
-    null = clock.null_runs(NULL_REPS)
+        warm.append(clock.elapsed_ms(pending))
     estimate = max(sorted(warm[1:] or warm)[len(warm[1:] or warm) // 2], 1e-3)
     reps = min(max(math.ceil(config.target_ms / estimate), config.min_reps), config.max_reps)
     free = torch.cuda.mem_get_info(torch.device(device))[0] if clock.cuda else None
@@ -327,15 +269,11 @@ def time_calls(
             kept[index] = out
         del out, inputs
     window_ms = (time.perf_counter() - window_start) * 1e3
-    measured = [clock.elapsed_ms(p) for p in pendings]
-    session.end(len(measured), kept)
+    times = [clock.elapsed_ms(p) for p in pendings]
+    session.end(len(times), kept)
     kept.clear()
-    null += clock.null_runs(NULL_REPS)
-    times, gaps = [t for t, _, _ in measured], [g for _, g, _ in measured]
-    null_gaps = [g for _, g, _ in null]
-    excess = other_streams_excess(times, gaps, null_gaps) if count_other_streams else 0.0
     return summarize(
-        [t + excess for t in times],
+        times,
         method=clock.method,
         l2_flush=clock.cuda,
         warmup=len(warm),
@@ -343,10 +281,6 @@ def time_calls(
         window_ms=window_ms,
         held=session.hold_all,
         l2_reset=clock.l2_reset,
-        sync_gap_ms=quantile(sorted(gaps), 0.5) if clock.cuda else None,
-        null_gap_ms=quantile(sorted(null_gaps), 0.5) if null else None,
-        other_streams_ms=excess,
-        blocker_ms=quantile(sorted(b for _, _, b in measured), 0.5) if clock.cuda else None,
     )
 
 

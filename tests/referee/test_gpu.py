@@ -67,9 +67,7 @@ def test_relu_example_is_correct_timed_and_profiled(relu_workspace: Path, baseli
     perf = result.performance
     assert perf is not None and perf.eager is not None and perf.compile is not None, result.feedback()
     assert perf.compile_mode == "default"
-    assert perf.candidate.method == "cuda_event_queued+device_sync" and perf.candidate.l2_flush
-    assert perf.candidate.null_gap_ms and perf.candidate.sync_gap_ms, perf.candidate
-    assert perf.candidate.other_streams_ms == 0.0, perf.candidate  # one stream: nothing added
+    assert perf.candidate.method == "cuda_event+device_sync" and perf.candidate.l2_flush
     assert perf.candidate.n >= 10 and perf.candidate.cv < 0.5
     assert perf.speedup_vs_eager is not None and 0.3 < perf.speedup_vs_eager.value < 5.0
     assert any(k.origin == "own" and k.name.find("relu") >= 0 for k in perf.kernels), perf.kernels
@@ -88,10 +86,7 @@ def test_relu_example_is_correct_timed_and_profiled(relu_workspace: Path, baseli
     assert perf.candidate.held_outputs and perf.candidate.persisting_l2_reset, perf.candidate
     assert {"trial 0", "timing", "profile"} <= set(result.stage_times.candidate_stages), result.stage_times
     again = judge(RELU_TASK, relu_workspace, baselines, trials=1)
-    perf = again.performance
-    assert perf and perf.eager and not perf.eager.cached  # eager: timed with every candidate
-    assert perf.compile and perf.compile.cached and perf.compile.rescaled_by, perf.compile
-    assert 0.8 < perf.compile.rescaled_by < 1.25  # the same machine a minute later
+    assert again.performance and again.performance.eager and again.performance.eager.cached
 
 
 def test_single_file_load_inline_solution(gpu_dir: Path, baselines: BaselineCache) -> None:
@@ -236,11 +231,6 @@ def test_work_on_a_side_stream_is_inside_the_timing() -> None:
     honest = time_calls(same_stream, lambda i: None, device="cuda", config=config)
     hidden = time_calls(other_stream, lambda i: None, device="cuda", config=config)
     assert hidden["median_ms"] > 0.8 * honest["median_ms"], (honest, hidden)
-    assert honest["other_streams_ms"] == 0.0 and hidden["other_streams_ms"] > 0.5, (honest, hidden)
-    trusted = time_calls(
-        other_stream, lambda i: None, device="cuda", config=config, count_other_streams=False
-    )
-    assert trusted["median_ms"] < 0.2 * honest["median_ms"], trusted  # what the excess rule adds back
 
 
 def test_cli_prints_json_and_exits_zero(relu_workspace: Path) -> None:
