@@ -18,7 +18,7 @@ process and the coefficient of variation across processes:
 - `gap`, `gap_p90`: `blocked_sync_end` minus `blocked_stream_end` of the same repetition (median,
   90th percentile): what the host's round trip after the sync adds.
 `--schedules auto,spin,yield,blocking` runs each process under that cudaDeviceSchedule flag.
-Each process also reports the CPU it ran on and the GPU's NUMA node.
+Each process also reports the CPU it last ran on.
 """
 
 from __future__ import annotations
@@ -121,23 +121,6 @@ def _cpu() -> str:
         return "?"
 
 
-def _gpu_numa() -> str:
-    try:
-        out = (
-            subprocess.run(
-                ["nvidia-smi", "--query-gpu=pci.bus_id", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-            )
-            .stdout.strip()
-            .lower()
-        )
-        bus = out.split("\n")[0].replace("00000000:", "0000:")
-        return Path(f"/sys/bus/pci/devices/{bus}/numa_node").read_text().strip()
-    except (OSError, IndexError):
-        return "?"
-
-
 def cv(values: list[float]) -> float:
     return statistics.stdev(values) / statistics.mean(values) if len(values) > 1 else 0.0
 
@@ -174,7 +157,7 @@ def main() -> int:
         f"- date: {time.strftime('%Y-%m-%dT%H:%M:%S%z')}",
         f"- command: `python benchmarks/timing_modes_bench.py --processes {args.processes} --reps {args.reps} "
         f"--blocks {args.blocks} --schedules {args.schedules}`",
-        f"- machine: {os.uname().nodename}, {os.cpu_count()} CPUs, GPU NUMA node {_gpu_numa()}",
+        f"- machine: {os.uname().nodename}, {os.cpu_count()} CPUs",
         f"- blocker: torch.cuda._sleep({BLOCK_CYCLES}); fresh inputs per repetition, 256 MiB L2 flush",
         "",
     ]
