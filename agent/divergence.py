@@ -15,7 +15,8 @@ moves by more. `cv` is that between-run spread, relative to the speedup: by defa
 largest CV of the speedup vs eager over 5 evaluations of one solution in separate processes on the
 H200 that we measured (benchmarks/results/eval_bench_h200*.md, `python benchmarks/eval_bench.py`:
 1.58% on 2026-11-29; on 2026-12-01 0.88% at 08:03, then 3.74% and 3.36% on machines whose host
-stages ran slower); `agent replay
+stages ran slower; 0.38-1.52% after the timing stopped at the current stream's end, 15:00-15:25,
+but transcripts recorded before then carry the old spread); `agent replay
 --run-to-run-cv` overrides it (0 keeps the in-run rule alone). Two independent runs each with
 relative standard deviation cv differ by a standard deviation of sqrt(2) * cv * mean; k = 3 sigma
 makes a false divergence about 0.3% likely per speedup compared (under a normal spread), at most

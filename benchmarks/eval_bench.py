@@ -60,10 +60,11 @@ def row(label: str, wall: float, result: EvalResult) -> str:
     check = perf.timing_check if perf else None
     ratio = f"{check.ratio:.2f}" if check and check.ratio is not None else "-"
     gpu = f"{sum(k.time_us for k in perf.kernels) / 1e3:.4f}" if perf and perf.kernels else "-"
+    added = f"{perf.candidate.other_streams_ms:.4f}" if perf else "-"
     t = result.stage_times
     return (
         f"| {label} | {result.verdict} | {wall:.2f} | {t.compile_s:.2f} | {t.candidate_s:.2f} | {t.judge_s:.2f} "
-        f"| {cand} | {gpu} | {eager} | {comp} | {vs_e} | {vs_c} | {ratio} |"
+        f"| {cand} | {gpu} | {added} | {eager} | {comp} | {vs_e} | {vs_c} | {ratio} |"
     )
 
 
@@ -150,9 +151,9 @@ def main() -> int:
         f"- task: {task.key}; solution: {args.solution}; policy {args.policy}; trials {args.trials}; "
         f"torch.compile mode {args.compile_mode}",
         "",
-        "| run | verdict | wall s | compile s | candidate s | judge s | yours ms | yours, profiler ms | eager ms "
-        "| compile ms | x eager | x compile | timing check |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| run | verdict | wall s | compile s | candidate s | judge s | yours ms | yours, profiler ms "
+        "| other streams ms | eager ms | compile ms | x eager | x compile | timing check |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *lines,
         "",
         f"- wall per evaluation with cached baselines: mean {statistics.mean(walls):.2f} s, max {max(walls):.2f} s "
@@ -164,6 +165,8 @@ def main() -> int:
         else "- no compile baseline",
         f"- CV of the candidate's median time: {100 * cv(medians):.2f}% (median {statistics.median(medians):.4f} ms)",
         "- yours, profiler: the device time of the kernels one call ran, from torch.profiler (profile stage)",
+        "- other streams: what the timing added to each of your calls for work still running on another "
+        "stream when the current one ended (included in yours)",
         "- timing check: the candidate's reported mean over the lowest mean its supervisor's clock allows "
         "(at least 1 when consistent; below 0.8 the speedup is taken from that clock)",
         f"- the candidate worker's stages in the last run (s): {stages(result)}",

@@ -13,10 +13,15 @@ process and the coefficient of variation across processes:
   launches are queued before the clock starts.
 - `blocked_stream_end`: blocker, start, the call, end event on the current stream (GPU time of
   the current stream only: misses side streams, shown for comparison).
-- `blocked_sync_end_minus_null`: `blocked_sync_end` minus the same procedure's median on an
-  empty call in this process (the host's wake-up and event latency), never below the stream time.
-- `gap`, `gap_p90`: `blocked_sync_end` minus `blocked_stream_end` of the same repetition (median,
-  90th percentile): what the host's round trip after the sync adds.
+- `stream_end`: start event, the call, end event on the current stream (no blocker).
+- `sync_end_minus_matched`: per block, `stream_end`'s median plus the excess (never negative) of
+  `sync_end`'s gap between the two end events over the same gap of a reference call: a GPU sleep
+  as long as the call, timed right after each repetition. A call that leaves work on another
+  stream has a longer gap than its reference (the op `side_stream_sleep_1ms`).
+- `excess_matched`: that excess, signed (median over blocks); `excess_matched_block`: the same
+  with the reference's gaps from one block before the timed ones.
+- `gap`, `gap_p90`: `sync_end`'s gap between the two end events (median, 90th percentile): what
+  the host's round trip after the sync adds.
 `--schedules auto,spin,yield,blocking` runs each process under that cudaDeviceSchedule flag.
 Each process also reports the CPU it last ran on.
 """
@@ -34,9 +39,12 @@ from pathlib import Path
 
 MODES = (
     "sync_end",
+    "stream_end",
     "blocked_sync_end",
     "blocked_stream_end",
-    "blocked_sync_end_minus_null",
+    "sync_end_minus_matched",
+    "excess_matched",
+    "excess_matched_block",
     "gap",
     "gap_p90",
 )
@@ -58,19 +66,28 @@ def child(reps: int, blocks: int, schedule: str) -> dict:
         assert cudart.cudaSetDeviceFlags(SCHEDULES[schedule]) == 0, "cudaSetDeviceFlags failed"
     device = "cuda"
     flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device=device)
+    side = torch.cuda.Stream()
+
+    def side_sleep(_x) -> None:  # 1 ms on another stream, not joined: the exploit the gap must see
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(2_000_000)
+
     ops = {
         "relu_256MiB": (lambda: torch.randn(4096, 16384, device=device), torch.relu),
         "matmul_4096": (
             lambda: torch.randn(4096, 4096, device=device),
             lambda x: torch.mm(x, x),
         ),
+        "sleep_1ms": (lambda: None, lambda _x: torch.cuda._sleep(2_000_000)),
+        "side_stream_sleep_1ms": (lambda: None, side_sleep),
     }
 
-    def one(mode: str, call, inputs) -> tuple[float, float]:
-        """(time, stream time) of one repetition in `mode`."""
+    def one(blocked: bool, call, inputs) -> tuple[float, float, float]:
+        """(start to device end, start to stream end, gap between the two ends) of one repetition."""
         flush.zero_()
         start, stream_end, device_end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
-        if mode != "sync_end":
+        if blocked:
             torch.cuda._sleep(BLOCK_CYCLES)
         start.record()
         out = call(inputs)
@@ -79,36 +96,61 @@ def child(reps: int, blocks: int, schedule: str) -> dict:
         device_end.record()
         device_end.synchronize()
         del out
-        stream_ms = start.elapsed_time(stream_end)
-        if mode == "blocked_stream_end":
-            return stream_ms, stream_ms
-        return start.elapsed_time(device_end), stream_ms
+        return (
+            start.elapsed_time(device_end),
+            start.elapsed_time(stream_end),
+            stream_end.elapsed_time(device_end),
+        )
 
     torch.zeros(1, device=device)
+    torch.cuda._sleep(1000)
+    torch.cuda.synchronize()
+    begin, finish = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin.record()
+    torch.cuda._sleep(4_000_000)
+    finish.record()
+    finish.synchronize()
+    cycles_per_ms = 4_000_000 / begin.elapsed_time(finish)
     if cudart is not None:
         cudart.cudaGetDeviceFlags(ctypes.byref(flags))
-    result: dict = {"cpu": _cpu(), "ops": {}, "device_flags": flags.value}
+    result: dict = {"cpu": _cpu(), "ops": {}, "device_flags": flags.value, "cycles_per_ms": cycles_per_ms}
     for name, (make, call) in ops.items():
         for _ in range(20):
             call(make())
         torch.cuda.synchronize()
-        null = sorted(one("blocked_sync_end", lambda x: None, None)[0] for _ in range(50))
+        null = sorted(one(True, lambda x: None, None)[0] for _ in range(50))
         null_ms = null[len(null) // 2]
+        estimate = statistics.median(one(False, call, make())[1] for _ in range(10))
+        cycles = max(1, int(estimate * cycles_per_ms))
+
+        def matched(_x, cycles=cycles) -> None:
+            torch.cuda._sleep(cycles)
+
+        block_gaps = [one(False, matched, None)[2] for _ in range(reps)]
         times: dict[str, list[float]] = {m: [] for m in MODES}
         for _ in range(blocks):
-            for mode in MODES[:4]:
-                base = "blocked_sync_end" if mode == "blocked_sync_end_minus_null" else mode
+            for mode in ("sync_end", "blocked_sync_end"):
+                gaps, refs, streams = [], [], []
                 for _ in range(reps // blocks):
                     x = make()
-                    total, stream = one(base, call, x)
-                    if base == "blocked_sync_end":
-                        times["gap"].append(total - stream)
-                    if mode == "blocked_sync_end_minus_null":
-                        total = max(stream, total - null_ms)
+                    total, stream, gap = one(mode == "blocked_sync_end", call, x)
                     times[mode].append(total)
+                    times[mode.replace("sync", "stream")].append(stream)
+                    if mode == "sync_end":
+                        times["gap"].append(gap)
+                        gaps.append(gap)
+                        streams.append(stream)
+                        refs.append(one(False, matched, None)[2])
+                if mode == "sync_end":
+                    excess = statistics.median(gaps) - statistics.median(refs)
+                    times["excess_matched"].append(excess)
+                    times["excess_matched_block"].append(
+                        statistics.median(gaps) - statistics.median(block_gaps)
+                    )
+                    times["sync_end_minus_matched"].append(statistics.median(streams) + max(0.0, excess))
         medians = {m: statistics.median(v) for m, v in times.items() if m != "gap_p90"}
         medians["gap_p90"] = sorted(times["gap"])[int(0.9 * (len(times["gap"]) - 1))]
-        result["ops"][name] = {"null_ms": null_ms, "medians": medians}
+        result["ops"][name] = {"null_ms": null_ms, "medians": medians, "matched_cycles": cycles}
     return result
 
 

@@ -330,6 +330,15 @@ def performance_flags(report: PerformanceReport, policy: str) -> list[Flag]:
                 message=f"{check.note}; the speedups use the supervisor's clock",
             )
         )
+    if report.candidate.other_streams_ms > 0:
+        flags.append(
+            Flag(
+                code="other_streams_time",
+                message=f"work kept running on another stream after forward returned: "
+                f"{1e3 * report.candidate.other_streams_ms:.1f} us per call added from the device-wide end; "
+                "make the current stream wait for your streams",
+            )
+        )
     vs_eager = report.speedup_vs_eager
     if vs_eager and vs_eager.value > IMPLAUSIBLE_SPEEDUP:
         flags.append(

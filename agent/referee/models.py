@@ -132,6 +132,15 @@ class TimingStats(BaseModel):
     )
     held_outputs: bool = Field(default=False, description="every timed output kept until the loop ended")
     persisting_l2_reset: bool = Field(default=False, description="persisting L2 lines reset per repetition")
+    sync_gap_ms: float | None = Field(
+        default=None, description="median gap from the current stream's end to the device-wide end"
+    )
+    reference_gap_ms: float | None = Field(
+        default=None, description="the same gap after a GPU sleep as long as the call: the host's round trip"
+    )
+    other_streams_ms: float = Field(
+        default=0.0, description="added to every call for work left running on other streams"
+    )
     version: int = 1
     cached: bool = Field(default=False, description="taken from the baseline cache")
 

@@ -1,9 +1,22 @@
 """The one timing procedure every arm uses: candidate, eager and torch.compile (torch + stdlib).
 
 Per repetition, on a GPU: fresh inputs (made before the clock starts), persisting-L2 lines reset
-and an L2 flush, a start event, the call, a device-wide synchronize (work on any stream counts),
-an end event. Warm-up first, then enough repetitions for about `target_ms` of GPU time, bounded
-below and above. On a CPU (tests) the host clock replaces the events.
+and an L2 flush, a start event, the call, an end event on the current stream, a device-wide
+synchronize and a second end event. The time is the first interval, start to the current
+stream's end: GPU time, with none of the host's round trip after the synchronize in it. That
+round trip (15 to 80 us, depending on the process and on how long the host waited) was most of
+the spread between evaluations on the H200, while the stream interval varied 0.1% between
+processes (benchmarks/results/referee-h200/).
+
+Work the call left running on another stream lengthens the gap between the two end events. The
+same gap is measured on a reference call, a GPU sleep as long as the call, in pairs with extra
+calls right before and after the timed loop. The timed calls' median gap over the reference's,
+less OTHER_STREAMS_SLACK_MS plus OTHER_STREAMS_SLACK_FRACTION of the call, is added to every
+repetition (`other_streams_ms`, never negative): a side stream can hide at most that slack,
+which is under the referee's noise floor. The reference sleeps only as long as the current
+stream's part, so hidden work is counted with a little of the host's longer wait, never less.
+Warm-up first, then enough repetitions for about `target_ms` of GPU time, bounded below and
+above. On a CPU (tests) the host clock replaces the events.
 
 A `TimedSession` brackets the timed repetitions: the candidate's asks its supervisor for the
 seeds of the timed inputs (so nothing in the candidate's process can know them before the
@@ -24,8 +37,11 @@ from typing import Any
 
 import torch
 
-TIMING_VERSION = 2  # part of every baseline cache key: bump when the procedure changes
+TIMING_VERSION = 3  # part of every baseline cache key: bump when the procedure changes
 FLUSH_BYTES = 256 * 1024 * 1024
+REFERENCE_PAIRS = 16  # (call, reference) pairs on each side of the timed loop, fewer for long calls
+OTHER_STREAMS_SLACK_MS = 0.002
+OTHER_STREAMS_SLACK_FRACTION = 0.01
 HOLD_BYTES = 16 * 1024**3  # at most this much of timed outputs is held until the window closes
 
 
@@ -64,6 +80,9 @@ def summarize(
     window_ms: float | None = None,
     held: bool = False,
     l2_reset: bool = False,
+    sync_gap_ms: float | None = None,
+    reference_gap_ms: float | None = None,
+    other_streams_ms: float = 0.0,
 ) -> dict:
     ordered = sorted(times_ms)
     n = len(ordered)
@@ -88,6 +107,9 @@ def summarize(
         "window_ms": window_ms,
         "held_outputs": held,
         "persisting_l2_reset": l2_reset,
+        "sync_gap_ms": sync_gap_ms,
+        "reference_gap_ms": reference_gap_ms,
+        "other_streams_ms": other_streams_ms,
         "version": TIMING_VERSION,
     }
 
@@ -179,13 +201,15 @@ class _Clock:
         self.cuda = device.startswith("cuda")
         self.flush: torch.Tensor | None = None
         self.persisting = _PersistingL2(self.cuda)
+        self.sleep_cycles_per_ms = 0.0
         if self.cuda:
             l2 = getattr(torch.cuda.get_device_properties(torch.device(device)), "L2_cache_size", 0) or 0
             self.flush = torch.empty(max(FLUSH_BYTES, 4 * l2), dtype=torch.int8, device=device)
+            self.sleep_cycles_per_ms = _sleep_rate()
 
     @property
     def method(self) -> str:
-        return "cuda_event+device_sync" if self.cuda else "host_clock"
+        return "cuda_event_stream_end+sync_gap" if self.cuda else "host_clock"
 
     @property
     def l2_reset(self) -> bool:
@@ -201,22 +225,67 @@ class _Clock:
         assert self.flush is not None
         self.persisting.reset()
         self.flush.zero_()
-        start_event = torch.cuda.Event(enable_timing=True)
-        end_event = torch.cuda.Event(enable_timing=True)
+        start, stream_end, device_end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         host_start = time.perf_counter()
-        start_event.record()
+        start.record()
         out = call(inputs)
+        stream_end.record()
         torch.cuda.synchronize()
-        end_event.record()
+        device_end.record()
         host = (time.perf_counter() - host_start) * 1e3
-        return out, (start_event, end_event), host
+        return out, (start, stream_end, device_end), host
 
-    def elapsed_ms(self, pending: Any) -> float:
+    def elapsed_ms(self, pending: Any) -> tuple[float, float]:
+        """(start to the current stream's end, the gap from there to the device-wide end)."""
         if not self.cuda:
-            return float(pending)
-        start_event, end_event = pending
-        end_event.synchronize()
-        return float(start_event.elapsed_time(end_event))
+            return float(pending), 0.0
+        start, stream_end, device_end = pending
+        device_end.synchronize()
+        return float(start.elapsed_time(stream_end)), float(stream_end.elapsed_time(device_end))
+
+    def reference_gaps(
+        self,
+        call: Callable[[Any], Any],
+        make_inputs: Callable[[int], Any],
+        first: int,
+        pairs: int,
+        call_ms: float,
+    ) -> list[float]:
+        """The gap after a GPU sleep of `call_ms`, each right after one more call of `call` (inputs
+        `make_inputs(first)`, `first - 1`, ...), so the host is in the state the timed calls leave it."""
+        if not self.cuda:
+            return []
+        cycles = max(1, int(call_ms * self.sleep_cycles_per_ms))
+        gaps = []
+        for index in range(pairs):
+            out, pending, _ = self.time_one(call, make_inputs(first - index))
+            del out
+            self.elapsed_ms(pending)
+            gaps.append(self.elapsed_ms(self.time_one(lambda _x: torch.cuda._sleep(cycles), None)[1])[1])
+        return gaps
+
+
+def _sleep_rate() -> float:
+    """torch.cuda._sleep's cycles per millisecond on this GPU now (it spins on the SM clock)."""
+    torch.cuda._sleep(1000)  # loads the kernel
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(1_000_000)
+    end.record()
+    end.synchronize()
+    return 1_000_000 / max(float(start.elapsed_time(end)), 1e-3)
+
+
+def other_streams_excess(
+    times_ms: list[float], gaps_ms: list[float], reference_gaps_ms: list[float]
+) -> float:
+    """What to add to every call for work left running on other streams: the timed calls' median
+    gap over the reference's, less the slack (never negative)."""
+    if not gaps_ms or not reference_gaps_ms:
+        return 0.0
+    excess = quantile(sorted(gaps_ms), 0.5) - quantile(sorted(reference_gaps_ms), 0.5)
+    slack = OTHER_STREAMS_SLACK_MS + OTHER_STREAMS_SLACK_FRACTION * quantile(sorted(times_ms), 0.5)
+    return max(0.0, excess - slack)
 
 
 def time_calls(
@@ -233,7 +302,8 @@ def time_calls(
     `make_inputs(i)` is called before each repetition's clock starts (warm-up: negative i);
     `on_output(i, inputs, outputs)` after it stopped (timed repetitions only, i counting from 0).
     `session` (default: a plain TimedSession) is asked for the repetition count once warm-up is
-    done and told when the timed loop ends; `window_ms` is the host clock over the timed loop."""
+    done and told when the timed loop ends; `window_ms` is the host clock over the timed loop (the
+    reference pairs are outside it)."""
     config = config or TimingConfig()
     session = session or TimedSession()
     clock = _Clock(device)
@@ -244,8 +314,10 @@ def time_calls(
         out, pending, _ = clock.time_one(call, make_inputs(-1 - len(warm)))
         output_bytes = _tensor_bytes(out)
         del out
-        warm.append(clock.elapsed_ms(pending))
+        warm.append(clock.elapsed_ms(pending)[0])
     estimate = max(sorted(warm[1:] or warm)[len(warm[1:] or warm) // 2], 1e-3)
+    pairs = min(REFERENCE_PAIRS, max(4, math.ceil(config.target_ms / (8 * estimate))))
+    reference = clock.reference_gaps(call, make_inputs, -1 - len(warm), pairs, estimate)
     reps = min(max(math.ceil(config.target_ms / estimate), config.min_reps), config.max_reps)
     free = torch.cuda.mem_get_info(torch.device(device))[0] if clock.cuda else None
     reps, hold_all = plan_hold(reps, output_bytes, config, free)
@@ -269,11 +341,14 @@ def time_calls(
             kept[index] = out
         del out, inputs
     window_ms = (time.perf_counter() - window_start) * 1e3
-    times = [clock.elapsed_ms(p) for p in pendings]
-    session.end(len(times), kept)
+    measured = [clock.elapsed_ms(p) for p in pendings]
+    session.end(len(measured), kept)
     kept.clear()
+    reference += clock.reference_gaps(call, make_inputs, -1 - len(warm) - pairs, pairs, estimate)
+    times, gaps = [t for t, _ in measured], [g for _, g in measured]
+    added = other_streams_excess(times, gaps, reference)
     return summarize(
-        times,
+        [t + added for t in times],
         method=clock.method,
         l2_flush=clock.cuda,
         warmup=len(warm),
@@ -281,6 +356,9 @@ def time_calls(
         window_ms=window_ms,
         held=session.hold_all,
         l2_reset=clock.l2_reset,
+        sync_gap_ms=quantile(sorted(gaps), 0.5) if reference else None,
+        reference_gap_ms=quantile(sorted(reference), 0.5) if reference else None,
+        other_streams_ms=added,
     )
 
 

@@ -19,7 +19,7 @@ STATS = TimingStats(
     max_ms=1.5,
     n=100,
     warmup=5,
-    method="cuda_event+device_sync",
+    method="cuda_event_stream_end+sync_gap",
     l2_flush=True,
     host_median_ms=1.05,
 )

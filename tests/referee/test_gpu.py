@@ -67,7 +67,9 @@ def test_relu_example_is_correct_timed_and_profiled(relu_workspace: Path, baseli
     perf = result.performance
     assert perf is not None and perf.eager is not None and perf.compile is not None, result.feedback()
     assert perf.compile_mode == "default"
-    assert perf.candidate.method == "cuda_event+device_sync" and perf.candidate.l2_flush
+    assert perf.candidate.method == "cuda_event_stream_end+sync_gap" and perf.candidate.l2_flush
+    assert perf.candidate.reference_gap_ms and perf.candidate.sync_gap_ms, perf.candidate
+    assert perf.candidate.other_streams_ms < 0.005, perf.candidate  # one stream: at most jitter added
     assert perf.candidate.n >= 10 and perf.candidate.cv < 0.5
     assert perf.speedup_vs_eager is not None and 0.3 < perf.speedup_vs_eager.value < 5.0
     assert any(k.origin == "own" and k.name.find("relu") >= 0 for k in perf.kernels), perf.kernels
@@ -82,7 +84,9 @@ def test_relu_example_is_correct_timed_and_profiled(relu_workspace: Path, baseli
     }
     assert result.policy_report is not None and result.policy_report.forbidden == {}
     check = perf.timing_check
-    assert check is not None and check.consistent and check.ratio is not None, check
+    # Consistent, never flagged. Whether it bounds anything depends on the host's load: ReLU's
+    # loop costs more than its call, and under 4 test workers the cached eager loop cost 2.9 ms.
+    assert check is not None and check.consistent, check
     assert perf.candidate.held_outputs and perf.candidate.persisting_l2_reset, perf.candidate
     assert {"trial 0", "timing", "profile"} <= set(result.stage_times.candidate_stages), result.stage_times
     again = judge(RELU_TASK, relu_workspace, baselines, trials=1)
@@ -158,7 +162,9 @@ def test_zeroing_the_inputs_is_caught(gpu_dir: Path, baselines: BaselineCache) -
 def test_work_left_running_on_another_stream_is_caught(gpu_dir: Path, baselines: BaselineCache) -> None:
     result = judge(RELU_TASK, candidate("side_stream", gpu_dir), baselines, policy="kernelbench", trials=2)
     assert result.verdict == "incorrect", result.feedback()
-    assert any("changed after forward returned" in p for p in result.correctness.trials[0].problems)  # type: ignore[union-attr]
+    # Not necessarily trial 0: the first call's launches can wait out the side stream (H200, 2026-12-01).
+    problems = [p for t in result.correctness.trials for p in t.problems]  # type: ignore[union-attr]
+    assert any("changed after forward returned" in p for p in problems), problems
 
 
 def test_zeros_for_tiny_outputs_fail(gpu_dir: Path, baselines: BaselineCache) -> None:
@@ -230,7 +236,13 @@ def test_work_on_a_side_stream_is_inside_the_timing() -> None:
 
     honest = time_calls(same_stream, lambda i: None, device="cuda", config=config)
     hidden = time_calls(other_stream, lambda i: None, device="cuda", config=config)
-    assert hidden["median_ms"] > 0.8 * honest["median_ms"], (honest, hidden)
+    assert honest["other_streams_ms"] < 0.01 * honest["median_ms"], (
+        honest
+    )  # a long honest call: ~nothing added
+    assert hidden["other_streams_ms"] > 0.9 * honest["median_ms"], (
+        hidden
+    )  # the side stream's sleep, added back
+    assert 0.95 * honest["median_ms"] < hidden["median_ms"] < 1.1 * honest["median_ms"], (honest, hidden)
 
 
 def test_cli_prints_json_and_exits_zero(relu_workspace: Path) -> None:

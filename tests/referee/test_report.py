@@ -24,7 +24,7 @@ from agent.referee.policy import TOLERANCES
 from agent.referee.report import verdict_table
 
 
-def stats(median: float, iqr: float = 0.0, method: str = "cuda_event+device_sync") -> TimingStats:
+def stats(median: float, iqr: float = 0.0, method: str = "cuda_event_stream_end+sync_gap") -> TimingStats:
     return TimingStats(
         median_ms=median,
         q1_ms=median - iqr / 2,

@@ -6,7 +6,14 @@ import time
 
 import pytest
 
-from sandbox.workers.timing import TIMING_VERSION, TimingConfig, quantile, summarize, time_calls
+from sandbox.workers.timing import (
+    TIMING_VERSION,
+    TimingConfig,
+    other_streams_excess,
+    quantile,
+    summarize,
+    time_calls,
+)
 
 
 def test_quantiles_interpolate() -> None:
@@ -60,3 +67,24 @@ def test_repetitions_are_bounded() -> None:
     )
     stats = time_calls(lambda x: time.sleep(0.01), lambda i: i, device="cpu", config=slow)
     assert 3 <= stats["n"] < 20  # the wall-clock cap stops it after the minimum
+
+
+def test_work_left_on_other_streams_is_added_back_beyond_the_reference_gap() -> None:
+    calls = [0.130] * 64
+    reference = [0.015, 0.016, 0.014, 0.030] * 8  # the host's round trip after a GPU sleep as long
+    honest = [0.017, 0.016, 0.015, 0.016] * 16  # 0.5 us over the reference's median: under the slack
+    assert other_streams_excess(calls, honest, reference) == 0.0
+    hidden = [g + 0.040 for g in honest]  # 40 us still running on a side stream at the stream's end
+    slack = 0.002 + 0.01 * 0.130
+    assert other_streams_excess(calls, hidden, reference) == pytest.approx(0.040 + 0.016 - 0.0155 - slack)
+    assert other_streams_excess(calls, hidden, []) == 0.0  # the host clock (CPU): no gaps at all
+
+
+def test_the_cpu_clock_reports_no_gaps() -> None:
+    config = TimingConfig(warmup_ms=0, min_warmup=1, target_ms=5, min_reps=3, max_reps=5, max_seconds=5)
+    stats = time_calls(lambda x: x, lambda i: i, device="cpu", config=config)
+    assert (
+        stats["other_streams_ms"] == 0.0
+        and stats["sync_gap_ms"] is None
+        and stats["reference_gap_ms"] is None
+    )

@@ -10,7 +10,11 @@ from sandbox.workers.protocol import derive_seed
 
 
 def stats(
-    mean_ms: float, *, n: int = 100, window_ms: float | None = None, method: str = "cuda_event+device_sync"
+    mean_ms: float,
+    *,
+    n: int = 100,
+    window_ms: float | None = None,
+    method: str = "cuda_event_stream_end+sync_gap",
 ) -> dict:
     return {
         "median_ms": mean_ms,
@@ -123,3 +127,13 @@ def test_timings_reported_without_a_window_are_a_problem() -> None:
 def test_calls_far_shorter_than_the_loop_get_no_bound_and_say_so() -> None:
     check = assemble.timing_check(candidate(0.001, window_ms=100 * 0.26), EAGER, None)
     assert check is not None and check.consistent and check.ratio is None and "no bound" in check.note
+
+
+def test_time_added_for_other_streams_is_flagged() -> None:
+    cand = candidate(0.5, window_ms=100 * (0.5 + 0.25))
+    cand["timing"]["other_streams_ms"] = 0.04
+    report = performance(cand)
+    assert report is not None
+    flag = next(f for f in report.flags if f.code == "other_streams_time")
+    assert "40.0 us per call" in flag.message
+    assert "other_streams_time" not in {f.code for f in performance(candidate(0.5, 75.0)).flags}  # type: ignore[union-attr]

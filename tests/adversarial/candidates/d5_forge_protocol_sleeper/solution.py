@@ -82,7 +82,7 @@ def _forge() -> None:
         times = [claimed * (1 + 0.01 * ((i * 7) % 5 - 2)) for i in range(reps)]
         body["timing"] = summarize(
             times,
-            method="cuda_event+device_sync" if cuda else "host_clock",
+            method="cuda_event_stream_end+sync_gap" if cuda else "host_clock",
             l2_flush=cuda,
             warmup=3,
             host_ms=times,

@@ -62,7 +62,7 @@ def _forge() -> None:
     body.update(ops={}, profiler_ops={}, rechecks=[], flags_changed={}, threads={"python_new": []})
     if spec.get("profile"):
         body["timing"] = summarize(
-            times * 4, method="cuda_event+device_sync", l2_flush=True, warmup=3, host_ms=times * 4
+            times * 4, method="cuda_event_stream_end+sync_gap", l2_flush=True, warmup=3, host_ms=times * 4
         )
     body["done"] = True
     body["stage"] = "profile"
