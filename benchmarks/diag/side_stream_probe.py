@@ -1,4 +1,5 @@
-"""Diagnostic: the side_stream candidate's trial records (why the GPU test misses its reason)."""
+"""Diagnostic: judges the side_stream candidate on ReLU and prints each trial's problems (which
+trial sees "changed after forward returned"; results/referee-h200/run5/ ran it on the H200)."""
 
 import shutil
 import sys
