@@ -12,12 +12,12 @@ import math
 import re
 import time
 from collections.abc import Callable
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent.messages import ModelResponse
-from agent.stops import RunStop
+from agent.stops import RunStatus, RunStop
 
 BudgetKind = Literal["turns", "in_tokens", "out_tokens", "usd", "wall", "gpu"]
 BUDGET_KINDS: tuple[BudgetKind, ...] = get_args(BudgetKind)
@@ -39,8 +39,8 @@ class BudgetExhausted(RunStop):
         self.kind = kind
 
     @property
-    def status(self) -> str:  # type: ignore[override]
-        return f"budget_exhausted:{self.kind}"
+    def status(self) -> RunStatus:  # type: ignore[override]
+        return cast(RunStatus, f"budget_exhausted:{self.kind}")
 
 
 class BudgetLimits(BaseModel):
@@ -164,10 +164,34 @@ def format_count(value: float) -> str:
     return str(int(value))
 
 
-_DURATION = re.compile(r"^(?:(?P<h>\d+(?:\.\d+)?)h)?(?:(?P<m>\d+(?:\.\d+)?)m)?(?:(?P<s>\d+(?:\.\d+)?)s?)?$")
 _COUNT = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>[kmg]?)$")
 _COUNT_UNITS = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 _NO_LIMIT = ("none", "inf", "unlimited", "off")
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s)?", re.I)
+_DURATION_SCALE = {"ms": 1e-3, "h": 3600, "m": 60, "s": 1}
+
+
+def parse_duration(text: str) -> float:
+    """The one duration parser: '90', '90s', '2m', '2min', '1.5h', '1h30m', '500ms' -> seconds (> 0).
+
+    A bare number is seconds; parts add up ('1h30m' is 5400). ValueError names the accepted forms.
+    """
+    raw = text.strip().lower().replace(" ", "")
+    seconds, end = 0.0, 0
+    for match in _DURATION_PART.finditer(raw):
+        if match.start() != end:
+            break
+        unit = (match.group(2) or "s").lower()
+        scale = 1e-3 if unit == "ms" else _DURATION_SCALE[unit[0]]
+        seconds += float(match.group(1)) * scale
+        end = match.end()
+    if not raw or end != len(raw):
+        raise ValueError(f"cannot read {text!r} as a duration; write e.g. 90, 90s, 2m, 2min or 1h30m")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{text!r}: a duration must be greater than 0")
+    return seconds
 
 
 def parse_budget_spec(spec: str) -> dict[str, float | int | None]:
@@ -192,10 +216,10 @@ def _parse_limit(kind: str, raw: str, spec: str) -> float | int | None:
         return None
     value: float | None = None
     if kind in ("wall", "gpu"):
-        match = _DURATION.match(raw)
-        if match and any(match.groups()):
-            hours, minutes, secs = (float(match[g] or 0) for g in ("h", "m", "s"))
-            value = hours * 3600 + minutes * 60 + secs
+        try:
+            value = parse_duration(raw)
+        except ValueError:
+            value = None
         expected = "a duration like 90s, 30m or 1h30m"
     elif kind == "usd":
         try:

@@ -2,11 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
+RunStatus = Literal[
+    "submitted",
+    "submitted_unverified",
+    "budget_exhausted:turns",
+    "budget_exhausted:in_tokens",
+    "budget_exhausted:out_tokens",
+    "budget_exhausted:usd",
+    "budget_exhausted:wall",
+    "budget_exhausted:gpu",
+    "model_stopped",
+    "model_error",
+    "sandbox_error",
+    "no_gpu",
+    "referee_error",
+    "config_error",
+    "interrupted",
+    "error",
+]
+"""How a solve run ended: the status in run_end, run.json and the batch store."""
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+AbortStatus = Literal["no_gpu", "referee_error", "config_error", "error"]
+
 
 class RunStop(Exception):
     """Ends the loop; `status` goes into the transcript's run_end and the output folder."""
 
-    status: str = "stopped"
+    status: RunStatus = "error"
 
 
 class Submitted(RunStop):
@@ -18,7 +42,7 @@ class Submitted(RunStop):
         self.verified = verified
 
     @property
-    def status(self) -> str:  # type: ignore[override]
+    def status(self) -> RunStatus:  # type: ignore[override]
         return "submitted" if self.verified else "submitted_unverified"
 
 
@@ -31,6 +55,6 @@ class ModelStopped(RunStop):
 class RunAborted(RunStop):
     """Something the model cannot fix: no GPU, a referee failure, a broken configuration."""
 
-    def __init__(self, status: str, message: str) -> None:
+    def __init__(self, status: AbortStatus, message: str) -> None:
         super().__init__(message)
         self.status = status  # type: ignore[misc]

@@ -39,9 +39,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from agent.batch.config import BatchConfig, EvalOptions  # noqa: E402
 from agent.batch.environment import gpu_inventory, versions  # noqa: E402
 from agent.batch.executors.local import LocalEvaluator  # noqa: E402
-from agent.batch.models import BatchConfig, EvalOptions  # noqa: E402
 from agent.batch.progress import LogProgress  # noqa: E402
 from agent.batch.runner import BatchRunner  # noqa: E402
 from agent.batch.store import Store  # noqa: E402
@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.evals_per_gpu
     ]
     if not args.arch:
-        from agent.toolkit import resolve_arch
+        from agent.build.toolkit import resolve_arch
 
         args.arch = resolve_arch(None)[0]
     work = Path(tempfile.mkdtemp(prefix="batch-bench-")) if args.keep is None else args.keep

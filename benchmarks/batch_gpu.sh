@@ -72,7 +72,7 @@ for dir in "${arms[@]}"; do
     python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" \
         "$dir/store.sqlite" "$WORK/stores/$name/store.sqlite" 2>>"$LOG" || continue
     step "agent report $name" 60 "$WORK/stores/$name/report.log" \
-        python3 -m agent.cli report "$WORK/stores/$name/store.sqlite" --out "$WORK/stores/$name"
+        python3 -m agent.cli.app report "$WORK/stores/$name/store.sqlite" --out "$WORK/stores/$name"
 done
 if ((${#arms[@]} > 0)); then
     first=$(basename "${arms[0]}")

@@ -27,9 +27,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from agent.compile import compile_solution  # noqa: E402
+from agent.build.compile import compile_solution  # noqa: E402
+from agent.build.toolkit import find_toolkit  # noqa: E402
 from agent.tasks import parse_task  # noqa: E402
-from agent.toolkit import find_toolkit  # noqa: E402
 from agent.workspace import SingleFileSolution, Workspace  # noqa: E402
 from sandbox.base import open_sandbox  # noqa: E402
 

@@ -47,7 +47,7 @@ prune() {
 
 prepare_machine
 
-# 1. The GPU session test: records the scripted run and replays it in-process (agent.replay).
+# 1. The GPU session test: records the scripted run and replays it in-process (agent.run.replay).
 KERNEL_AGENT_GPU_ARTIFACTS="$STAGE" step "pytest" 430 "$STAGE/pytest_gpu_agent.log" \
     python3 -m pytest -m gpu tests/agent/test_session.py -k end_to_end_on_the_gpu \
     -q -p no:cacheprovider --timeout 400
@@ -58,7 +58,7 @@ RECORDING="$STAGE/2_Scale_Bias_Sigmoid_Residual-scripted/transcript.jsonl"
 replay_rc=2
 if [ -f "$RECORDING" ]; then
     step "agent replay" 240 "$WORK/replay.log" \
-        python3 -m agent.cli replay "$RECORDING" --out "$STAGE/replay-on-h200"
+        python3 -m agent.cli.app replay "$RECORDING" --out "$STAGE/replay-on-h200"
     replay_rc=$?
     mkdir -p "$STAGE/replay-on-h200"
     [ -f "$WORK/replay.log" ] && mv "$WORK/replay.log" "$STAGE/replay-on-h200/replay.log"
@@ -74,7 +74,7 @@ pack
 REPLAYED="$STAGE/2_Scale_Bias_Sigmoid_Residual-replayed/transcript.jsonl"
 if ((replay_rc == 1)) && [ -f "$REPLAYED" ]; then
     step "agent replay (of the test's replay)" 240 "$WORK/replay2.log" \
-        python3 -m agent.cli replay "$REPLAYED" --out "$STAGE/replay-of-replayed-on-h200"
+        python3 -m agent.cli.app replay "$REPLAYED" --out "$STAGE/replay-of-replayed-on-h200"
     mkdir -p "$STAGE/replay-of-replayed-on-h200"
     [ -f "$WORK/replay2.log" ] && mv "$WORK/replay2.log" "$STAGE/replay-of-replayed-on-h200/replay.log"
     prune "$STAGE/replay-of-replayed-on-h200"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.compile import CompileResult, compile_solution
+from agent.build.compile import CompileResult, compile_solution
 from agent.tasks import load_folder, load_task
 from agent.workspace import HARNESS_FILES, Workspace
 from sandbox.base import open_sandbox

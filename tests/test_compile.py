@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.compile import build_dir_for, compile_solution
+from agent.build.compile import build_dir_for, compile_solution
 from agent.tasks import parse_task
 from agent.workspace import SingleFileSolution, Workspace
 from sandbox.base import open_sandbox
@@ -216,7 +216,7 @@ def test_the_build_worker_gives_way_to_timings(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from agent.compile import parse_worker_result
+    from agent.build.compile import parse_worker_result
     from sandbox.base import WORKERS_DIR
     from sandbox.workers.build import BUILD_NICENESS
 

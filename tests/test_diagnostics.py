@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.diagnostics import parse_log
+from agent.build.diagnostics import parse_log
 
 NVCC_LOG = """\
 [1/3] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c /ws/kernels/relu.cu -o relu.cuda.o

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent.cli import app
+from agent.cli.app import app
 from agent.tasks import TaskLoadError, discover_task_files, load_folder, load_task, parse_task
 
 REPO = Path(__file__).resolve().parent.parent

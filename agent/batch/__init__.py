@@ -1,8 +1,8 @@
 """Batch runs over task folders: a resumable SQLite store, scheduling on GPUs, KernelBench metrics
 and reports (`agent batch`, `agent report`)."""
 
+from agent.batch.config import AttemptOutcome, BatchConfig, EvalJob, EvalOptions, SolveOutcome, WorkItem
 from agent.batch.metrics import Metrics, Sample, compute_metrics, fast_p, geomean_speedup, metrics_by_level
-from agent.batch.models import AttemptOutcome, BatchConfig, EvalJob, EvalOptions, SolveOutcome, WorkItem
 from agent.batch.runner import BatchRunner, BatchSummary, run_batch
 from agent.batch.store import Store
 

@@ -2,8 +2,8 @@
 through the batch's shared GPU slots and compile pool.
 
 `TaskRunner` is the narrow seam: a callable that solves one task with a model, judging through
-the `BatchReferee` it is given (which implements agent.judging.Referee), and returns a
-`SolveOutcome`. `solve_runner` adapts agent/solve.py to it; tests pass scripted runners.
+the `BatchReferee` it is given (which implements agent.tools.candidates.Referee), and returns a
+`SolveOutcome`. `solve_runner` adapts agent/run/solve.py to it; tests pass scripted runners.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from agent.batch.config import EvalJob, EvalOptions, SolveOutcome
 from agent.batch.executors import Evaluator
-from agent.batch.models import EvalJob, EvalOptions, SolveOutcome
 from agent.models.base import Model
-from agent.referee.models import EvalResult
+from agent.referee.results import EvalResult
 from agent.tasks import Task
 from agent.workspace import Workspace
 from sandbox.base import Sandbox
 
 
 class BatchReferee:
-    """agent.judging.Referee over the batch's executor: every verify/profile of every agent takes a
+    """agent.tools.candidates.Referee over the batch's executor: every verify/profile of every agent takes a
     compile slot, then a GPU slot, like the batch's own evaluations."""
 
     def __init__(
@@ -88,10 +88,10 @@ def solve_runner(
     referee: BatchReferee,
     options: dict[str, Any],
 ) -> SolveOutcome:
-    """One `agent solve` run (agent.solve.solve) with the batch's referee. `options` are SolveConfig
+    """One `agent solve` run (agent.run.solve.solve) with the batch's referee. `options` are SolveConfig
     fields, plus `budget` as a `--budget` spec string."""
     from agent.budget import BudgetLimits
-    from agent.solve import SolveConfig, solve
+    from agent.run.solve import SolveConfig, solve
 
     fields = dict(options)
     limits = BudgetLimits().with_spec(fields.pop("budget", None))
@@ -109,8 +109,7 @@ def solve_runner(
         **fields,
     )
     run = solve(config, model=model, referee=referee, task=task)
-    result_file = out_dir / "result.json"
-    result = EvalResult.model_validate_json(result_file.read_text()) if result_file.is_file() else None
+    result = run.evaluation
     outage = getattr(model, "outage", None)
     failed = run.status in SOLVE_ERRORS
     solution = out_dir / "solution"

@@ -10,7 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from agent.batch.models import BatchConfig
+from agent.batch.config import BatchConfig
 from sandbox.workers.gpu_gate import physical_gpu
 
 _REPO = Path(__file__).resolve().parents[2]

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.batch.agent_runs import BatchReferee
-from agent.batch.models import EvalJob, SolveOutcome
-from agent.compile import CompileResult
+from agent.batch.config import EvalJob, SolveOutcome
+from agent.build.compile import CompileResult
 from agent.messages import UserMessage
 from agent.models.base import Model
-from agent.referee.models import (
+from agent.referee.results import (
     EvalResult,
     PerformanceReport,
     SolutionRef,

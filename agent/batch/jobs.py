@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agent.batch.models import EvalJob
-from agent.compile import CompileResult
-from agent.referee.models import EvalResult
+from agent.batch.config import EvalJob
+from agent.build.compile import CompileResult
+from agent.referee.results import EvalResult
 
 CompileFn = Callable[[EvalJob], CompileResult]
 JudgeFn = Callable[[EvalJob, CompileResult, "str | None", "str | None"], EvalResult]
@@ -22,7 +22,7 @@ JudgeFn = Callable[[EvalJob, CompileResult, "str | None", "str | None"], EvalRes
 def compile_job(job: EvalJob) -> CompileResult:
     """Build the job's solution with no GPU visible to the build: building a single-file solution
     imports it, and its code must not run on a GPU where another candidate is being timed."""
-    from agent.compile import compile_solution
+    from agent.build.compile import compile_solution
     from agent.workspace import open_solution
     from sandbox.base import open_sandbox
 

@@ -19,7 +19,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.batch.models import WorkItem
+from agent.batch.config import WorkItem
 from agent.tasks import Task
 from agent.workspace import MODEL_ENTRY, Workspace
 

@@ -12,7 +12,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from agent.batch.models import AttemptOutcome, WorkItem
+from agent.batch.config import AttemptOutcome, WorkItem
 
 FAILED_VERDICTS = {"compile_error", "incorrect", "policy_violation", "runtime_error", "timeout"}
 

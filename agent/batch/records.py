@@ -6,7 +6,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from agent.referee.models import EvalResult
+from agent.referee.results import EvalResult
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.batch.agent_runs import BatchReferee, TaskRunner, solve_runner
+from agent.batch.config import AttemptOutcome, BatchConfig, EvalJob, EvalOptions, SolveOutcome, WorkItem
 from agent.batch.environment import gpu_inventory, versions
 from agent.batch.executors import Evaluator
 from agent.batch.jobs import CompileFn, JudgeFn, compile_job, judge_job
 from agent.batch.layouts import discover_solutions, materialize
-from agent.batch.models import AttemptOutcome, BatchConfig, EvalJob, EvalOptions, SolveOutcome, WorkItem
 from agent.batch.progress import NullProgress, ProgressState
 from agent.batch.scheduler import BreakerModel, CircuitBreaker
 from agent.batch.store import Store

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.batch.config import AttemptOutcome, BatchConfig, WorkItem
 from agent.batch.migrations import MIGRATIONS, statements
-from agent.batch.models import AttemptOutcome, BatchConfig, WorkItem
 from agent.batch.records import AttemptRecord, evaluation_columns, record_from_row
 from agent.tasks import Task
 

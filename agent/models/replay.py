@@ -26,7 +26,8 @@ class ReplayModel:
 
     @classmethod
     def from_transcript(cls, path: Path) -> ReplayModel:
-        from agent.transcript import ModelResponseEvent, read_transcript
+        from agent.transcripts.format import ModelResponseEvent
+        from agent.transcripts.reader import read_transcript
 
         transcript = read_transcript(path)
         responses = [event.response for event in transcript.of_type(ModelResponseEvent)]

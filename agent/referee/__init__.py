@@ -3,7 +3,8 @@
 from agent.referee.baselines import BaselineCache, BaselineKey
 from agent.referee.diff import diff_outputs, render_diff
 from agent.referee.evaluate import evaluate, judge_compiled
-from agent.referee.models import (
+from agent.referee.policy import POLICIES, TOLERANCES, TolerancePolicy, tolerance_policy
+from agent.referee.results import (
     CorrectnessReport,
     EvalResult,
     FailureReport,
@@ -14,7 +15,6 @@ from agent.referee.models import (
     TimingStats,
     Verdict,
 )
-from agent.referee.policy import POLICIES, TOLERANCES, TolerancePolicy, tolerance_policy
 
 __all__ = [
     "POLICIES",

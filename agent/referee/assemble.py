@@ -8,7 +8,8 @@ from typing import Any
 
 from agent.referee.diff import output_diff, render_diff
 from agent.referee.kernels import kernel_breakdown
-from agent.referee.models import (
+from agent.referee.policy import TolerancePolicy, forbidden
+from agent.referee.results import (
     CorrectnessReport,
     Flag,
     OutputDiff,
@@ -19,7 +20,6 @@ from agent.referee.models import (
     TimingStats,
     TrialReport,
 )
-from agent.referee.policy import TolerancePolicy, forbidden
 from sandbox.workers.op_policy import unseen_by
 from sandbox.workers.protocol import derive_seed
 

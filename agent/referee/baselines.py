@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from agent.paths import cache_dir
-from agent.referee.models import TimingStats
+from agent.referee.results import TimingStats
 
 
 class BaselineKey(BaseModel):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.referee.models import OutputDiff
 from agent.referee.policy import TolerancePolicy, tolerance_policy
+from agent.referee.results import OutputDiff
 from sandbox.workers.compare import compare_tensors, compare_values
 
 

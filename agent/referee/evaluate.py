@@ -17,19 +17,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.compile import CompileResult, compile_solution
+from agent.build.compile import CompileResult, compile_solution
 from agent.referee import assemble
 from agent.referee.baselines import BaselineCache, Baselines
 from agent.referee.kernels import own_kernel_names, solution_sources
-from agent.referee.models import (
-    DeviceInfo,
-    EvalResult,
-    FailureReport,
-    SolutionRef,
-    StageTimes,
-    TaskRef,
-    Verdict,
-)
 from agent.referee.policy import PolicyName, TolerancePolicy, check_policy_name, tolerance_policy
 from agent.referee.processes import (
     CandidateRun,
@@ -39,6 +30,15 @@ from agent.referee.processes import (
     open_exchange,
     run_candidate,
     stderr_tail,
+)
+from agent.referee.results import (
+    DeviceInfo,
+    EvalResult,
+    FailureReport,
+    SolutionRef,
+    StageTimes,
+    TaskRef,
+    Verdict,
 )
 from agent.tasks import Task, load_task
 from agent.workspace import EXTENSION_NAME, MODEL_ENTRY, Solution, Workspace, materialize

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from agent.referee.models import KernelTime
+from agent.referee.results import KernelTime
 from agent.workspace import Solution, Workspace
 
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^()]*(?:\([^()]*\)[^()]*)*\)")

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.paths import cache_dir
-from agent.referee.models import FailureReport
+from agent.referee.results import FailureReport
 from agent.workspace import Solution
 from sandbox.base import WORKERS_DIR, ExecResult, Sandbox
 from sandbox.workers.protocol import RESULT_MARKER, parse

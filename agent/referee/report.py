@@ -9,7 +9,7 @@ from agent.referee.diff import render_diff
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from agent.referee.models import EvalResult, PerformanceReport, Speedup, TimingStats
+    from agent.referee.results import EvalResult, PerformanceReport, Speedup, TimingStats
 
 MAX_DETAIL_LINES = 12
 

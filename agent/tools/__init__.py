@@ -4,9 +4,9 @@ one more module here plus one line in `default_tools`."""
 from __future__ import annotations
 
 from .base import Tool, Toolbox, ToolError, ToolOutput, ToolReply, tool
-from .build import compile_workspace, profile, submit, verify
 from .context import ToolContext, ToolSettings
 from .files import edit_file, list_files, read_file, write_file
+from .pipeline import compile_workspace, profile, submit, verify
 from .shell import shell
 from .skills import list_skills, read_skill
 from .tune import tune

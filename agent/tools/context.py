@@ -9,10 +9,10 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from agent.budget import Budget
-from agent.judging import Candidate, CandidateBook, EvaluationSource, Referee, gpu_seconds
 from agent.stops import RunAborted
 from agent.tasks import Task
-from agent.transcript import EvaluationEvent
+from agent.tools.candidates import Candidate, CandidateBook, EvaluationSource, Referee, gpu_seconds
+from agent.transcripts.format import EvaluationEvent
 from agent.workspace import Workspace
 from sandbox.base import Sandbox
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.tune.budget import BudgetSpec
-from agent.tune.models import TuneResult
+from agent.tune.limits import BudgetSpec
+from agent.tune.render import render
+from agent.tune.results import TuneResult
 from agent.tune.runner import TuneOptions, run_tuning
-from agent.tune.tool import render
 
 from .base import ToolError, ToolReply, tool
 from .context import ToolContext

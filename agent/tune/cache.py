@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent.tune.models import Measurement
+from agent.tune.results import Measurement
 from agent.tune.search import Retimed
 from agent.tune.space import DeviceLimits, Point, Space, SpaceFile
 

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agent.tune.models import Measurement
+from agent.tune.results import Measurement
 from agent.tune.search import Retimed, SearchAborted
 from agent.tune.session import JudgeClient, TuneSessionError, WorkerClient, verdict_for
 from agent.tune.space import Point, Space

@@ -22,7 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from agent.paths import cache_dir
-from agent.tune.models import Measurement, WarmStart
+from agent.tune.results import Measurement, WarmStart
 from agent.tune.space import Point, Space
 
 _SCHEMA = """

@@ -9,15 +9,15 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from agent.compile import compile_solution
+from agent.build.compile import compile_solution
+from agent.build.toolkit import resolve_arch
 from agent.tasks import Task, instantiate_tasks
-from agent.toolkit import resolve_arch
 from agent.tune.apply import read_tune_header, read_tune_literal, write_tune_header, write_tune_literal
-from agent.tune.budget import Budget, BudgetSpec
 from agent.tune.cache import write_cache
 from agent.tune.evaluator import GpuEvaluator
 from agent.tune.experience import ExperienceLibrary, Features
-from agent.tune.models import SearchOutcome, TuneResult
+from agent.tune.limits import BudgetSpec, TuneBudget
+from agent.tune.results import SearchOutcome, TuneResult
 from agent.tune.search import Search, SearchAborted, SearchOptions, Strategy
 from agent.tune.session import (
     JudgeClient,
@@ -166,7 +166,7 @@ def run_tuning(
     if start is None:
         result.message = problem
         return result
-    budget = Budget(options.budget)
+    budget = TuneBudget(options.budget)
     module_path: str | None = None
     if space.file.mode == "runtime" and has_sources(workspace):
         compiled = compile_solution(workspace, sandbox, arch=options.arch, timeout=options.compile_timeout)

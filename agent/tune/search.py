@@ -23,8 +23,8 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from agent.tune.budget import Budget
-from agent.tune.models import Finalist, Measurement, SearchOutcome
+from agent.tune.limits import TuneBudget
+from agent.tune.results import Finalist, Measurement, SearchOutcome
 from agent.tune.space import Point, Space
 from agent.tune.surrogate import GaussianProcess, expected_improvement
 
@@ -64,7 +64,7 @@ class Search:
     def __init__(
         self,
         space: Space,
-        budget: Budget,
+        budget: TuneBudget,
         evaluator: Evaluator,
         options: SearchOptions | None = None,
         *,

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from agent.compile import compile_solution
+from agent.build.compile import compile_solution
 from agent.paths import cache_dir
 from agent.tune.apply import write_tune_header
 from agent.tune.space import Point, Space

@@ -36,9 +36,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from agent.compile import compile_solution  # noqa: E402
+from agent.build.compile import compile_solution  # noqa: E402
 from agent.tasks import Task, load_folder  # noqa: E402
-from agent.tune.budget import BudgetSpec  # noqa: E402
+from agent.tune.limits import BudgetSpec  # noqa: E402
 from agent.tune.runner import TuneOptions, default_point, has_sources, run_tuning  # noqa: E402
 from agent.tune.space import DeviceLimits, Space, SpaceError, load_space_file, shape_names  # noqa: E402
 from agent.workspace import Workspace  # noqa: E402
@@ -178,7 +178,7 @@ def adaptive_run(
     out_dir: Path,
 ) -> dict[str, Any]:
     """One ordinary `agent tune` run (adaptive search, paired final, write-back) on an already built kernel."""
-    from agent.tune.tool import render
+    from agent.tune.render import render
 
     task = next((t for t in tasks if t.name == args.e2e_task and kernel_of(t) not in failed), None)
     if task is None:

@@ -33,9 +33,9 @@ sys.path.insert(0, str(HERE.parents[1]))
 
 import torch  # noqa: E402
 
-from agent.tune.budget import Budget, BudgetSpec  # noqa: E402
 from agent.tune.cache import CacheFile, ReplayEvaluator, load_cache  # noqa: E402
 from agent.tune.experience import ExperienceLibrary, Features  # noqa: E402
+from agent.tune.limits import BudgetSpec, TuneBudget  # noqa: E402
 from agent.tune.scoring import expected_random_best, expected_random_fraction, methodology_score  # noqa: E402
 from agent.tune.search import Search, SearchOptions  # noqa: E402
 from agent.tune.space import Point, Space  # noqa: E402
@@ -88,7 +88,7 @@ def run_ours(problem: Problem, evals: int, seed: int, warm: Sequence[Point] = ()
     evaluator = ReplayEvaluator(problem.space, problem.times)
     search = Search(
         problem.space,
-        Budget(BudgetSpec(max_evals=evals)),
+        TuneBudget(BudgetSpec(max_evals=evals)),
         evaluator,
         SearchOptions(seed=seed),
         default=problem.default,
@@ -113,7 +113,7 @@ def warm_points(source: Problem, target: Problem, library_path: Path) -> tuple[l
         evaluator = ReplayEvaluator(source.space, source.times)
         search = Search(
             source.space,
-            Budget(BudgetSpec(max_evals=source.budget(0.25))),
+            TuneBudget(BudgetSpec(max_evals=source.budget(0.25))),
             evaluator,
             SearchOptions(seed=0),
             default=source.default,

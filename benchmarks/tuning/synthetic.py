@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
 from agent.tune.cache import write_cache  # noqa: E402
-from agent.tune.models import Measurement  # noqa: E402
+from agent.tune.results import Measurement  # noqa: E402
 from agent.tune.space import Space, load_space_file, shape_names  # noqa: E402
 
 

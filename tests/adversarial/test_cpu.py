@@ -259,7 +259,7 @@ def compile_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("cand", WORKSPACE_CANDIDATES, ids=_ids(WORKSPACE_CANDIDATES))
 def test_cuda_candidate_compiles(cand: Candidate, compile_root: Path) -> None:
-    from agent.compile import compile_solution
+    from agent.build.compile import compile_solution
 
     if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
         pytest.skip("no CUDA toolkit (nvcc) here")

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from agent.compile import compile_solution
+from agent.build.compile import compile_solution
 from agent.referee import EvalResult, evaluate
 from agent.referee.baselines import BaselineCache
 from agent.referee.guard_static import codes, scan_solution

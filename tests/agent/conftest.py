@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 
 from agent.budget import Budget, BudgetLimits
-from agent.judging import CandidateBook, Referee
 from agent.messages import Usage
 from agent.models.scripted import ScriptedModel, ScriptedStep
-from agent.solve import SolveConfig, SolveResult, solve
+from agent.run.result import SolveResult
+from agent.run.solve import SolveConfig, solve
 from agent.tasks import Task, parse_task
 from agent.tools import ToolContext, ToolSettings
+from agent.tools.candidates import CandidateBook, Referee
 from agent.workspace import Workspace
 from sandbox.base import open_sandbox
 from tests.agent.fakes import FakeReferee

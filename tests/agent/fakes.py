@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.compile import CompileResult, compile_solution
+from agent.build.compile import CompileResult, compile_solution
 from agent.referee import EvalResult, PerformanceReport, Speedup, TimingStats
-from agent.referee.models import FailureReport, SolutionRef, StageTimes, TaskRef
+from agent.referee.results import FailureReport, SolutionRef, StageTimes, TaskRef
 from agent.tasks import Task
 from agent.workspace import Workspace
 from sandbox.base import Sandbox

@@ -14,9 +14,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import agent.cli_solve
-from agent.cli_solve import solve_command
-from agent.transcript import ModelResponseEvent, read_transcript
+import agent.cli.solve
+from agent.cli.solve import solve_command
+from agent.transcripts.format import ModelResponseEvent
+from agent.transcripts.reader import read_transcript
 from tests.agent.conftest import RELU_TASK, REPO, relu_files
 from tests.agent.fakes import FakeReferee
 from tests.models.wire_server import Reply, WireServer, openai_completion, openai_tool_call
@@ -27,7 +28,7 @@ def cli() -> typer.Typer:
     app.command("solve")(solve_command)
 
     @app.command("other")
-    def other() -> None:  # a second command keeps `solve` a named subcommand, as in agent/cli.py
+    def other() -> None:  # a second command keeps `solve` a named subcommand, as in agent/cli/app.py
         pass
 
     return app
@@ -80,7 +81,8 @@ def test_without_a_gpu_it_says_so_before_spending_tokens(tmp_path: Path, wire_se
         [
             sys.executable,
             "-m",
-            "agent.cli_solve",
+            "agent.cli",
+            "solve",
             str(RELU_TASK),
             "--model",
             f"openai:coder@{wire_server.url}/v1",
@@ -126,7 +128,7 @@ def test_a_run_against_a_local_openai_compatible_server_produces_the_output_fold
         tool_calls_reply(("profile", {})),
         tool_calls_reply(("submit", {"summary": "vectorized ReLU"})),
     )
-    monkeypatch.setattr(agent.cli_solve, "make_referee", lambda **options: FakeReferee())
+    monkeypatch.setattr(agent.cli.solve, "make_referee", lambda **options: FakeReferee())
     out = tmp_path / "out"
     code, output = invoke(
         str(RELU_TASK),
@@ -178,7 +180,7 @@ def test_replaying_a_recorded_transcript_from_the_command_line(
         [write_turn("FAKE-SPEEDUP: 1.7"), tool_call_turn("profile"), tool_call_turn("submit")],
         relu_task,
     )
-    monkeypatch.setattr(agent.cli_solve, "make_referee", lambda **options: FakeReferee(gpu=None))
+    monkeypatch.setattr(agent.cli.solve, "make_referee", lambda **options: FakeReferee(gpu=None))
     out = tmp_path / "replayed"
     model = f"replay:{recorded / 'transcript.jsonl'}"
 

@@ -9,13 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from agent.transcript import (
-    EvaluationEvent,
-    ModelRequestEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    read_transcript,
-)
+from agent.transcripts.format import EvaluationEvent, ModelRequestEvent, ToolCallEvent, ToolResultEvent
+from agent.transcripts.reader import read_transcript
 from tests.agent.conftest import REPO
 
 RUN = """

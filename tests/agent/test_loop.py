@@ -20,16 +20,16 @@ from agent.messages import (
 from agent.models.base import ModelError
 from agent.models.replay import ReplayModel
 from agent.models.scripted import ScriptedModel, text_turn, tool_call_turn
-from agent.solve import SolveConfig, SolveError, solve
+from agent.run.solve import SolveConfig, SolveError, solve
 from agent.tasks import Task
-from agent.transcript import (
+from agent.transcripts.format import (
     EvaluationEvent,
     ModelRequestEvent,
     RunEndEvent,
     ToolCallEvent,
     ToolResultEvent,
-    read_transcript,
 )
+from agent.transcripts.reader import read_transcript
 from tests.agent.conftest import UNLIMITED, relu_files, run_solve
 from tests.agent.fakes import FakeReferee
 
@@ -384,7 +384,7 @@ def test_scripted_usage_reaches_the_transcript(tmp_path: Path, relu_task: Task) 
 
 
 def test_progress_reports_turn_best_and_budget(tmp_path: Path, relu_task: Task) -> None:
-    from agent.progress import status_line
+    from agent.run.progress import status_line
 
     lines: list[str] = []
     steps = [write_turn("FAKE-SPEEDUP: 1.5"), tool_call_turn("profile"), tool_call_turn("submit")]

@@ -2,7 +2,7 @@
 
 - slow: on the CPU machine, every compile is real (nvcc for sm_90); verdicts come from the fake referee.
 - gpu: on a GPU machine, end to end with the real referee, then replayed from its own transcript
-  (agent.replay). Set KERNEL_AGENT_GPU_ARTIFACTS=DIR to keep both runs' files and the replay report
+  (agent.run.replay). Set KERNEL_AGENT_GPU_ARTIFACTS=DIR to keep both runs' files and the replay report
   under DIR, laid out as benchmarks/results/solve-h200/ (benchmarks/transcripts_gpu.sh does).
 """
 
@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.judging import RefereeAdapter
-from agent.replay import ReplayReport, replay_run
+from agent.build.toolkit import find_toolkit
+from agent.run.replay import ReplayReport, replay_run
 from agent.tasks import load_task
-from agent.toolkit import find_toolkit
-from agent.transcript import EvaluationEvent, ToolResultEvent, read_transcript
+from agent.tools.candidates import RefereeAdapter
+from agent.transcripts.format import EvaluationEvent, ToolResultEvent
+from agent.transcripts.reader import read_transcript
 from tests.agent.conftest import RELU_EXAMPLE, RELU_TASK, REPO, UNLIMITED, run_solve
 from tests.agent.fakes import FakeReferee
 from tests.agent.session import SessionPlan, pipeline_steps, solution_files
@@ -141,7 +142,7 @@ def _keep(out: Path, name: str, *extra: str) -> None:
 def _write_replay_report(report: ReplayReport, folder: Path) -> None:
     from rich.console import Console
 
-    from agent.cli_transcripts import print_report
+    from agent.cli.transcripts import print_report
 
     (folder / "replay.json").write_text(report.model_dump_json(indent=2))
     with (folder / "replay.txt").open("w") as text:

@@ -9,7 +9,7 @@ import pytest
 
 from agent.budget import BudgetUsage
 from agent.messages import AssistantMessage, ModelResponse, ToolCall, ToolSpec, UserMessage
-from agent.transcript import (
+from agent.transcripts.format import (
     Header,
     ModelRequestEvent,
     ModelResponseEvent,
@@ -19,8 +19,8 @@ from agent.transcript import (
     ToolResultEvent,
     TranscriptError,
     TranscriptWriter,
-    read_transcript,
 )
+from agent.transcripts.reader import read_transcript
 
 
 def header() -> Header:

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.batch.config import BatchConfig, EvalOptions
 from agent.batch.executors import Evaluator
 from agent.batch.fakes import fake_compile, fake_judge
-from agent.batch.models import BatchConfig, EvalOptions
 from agent.batch.runner import BatchRunner, BatchSummary, make_evaluator
 
 TASK_TEMPLATE = """import torch

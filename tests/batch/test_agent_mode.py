@@ -1,4 +1,4 @@
-"""Agent mode through the real agent (agent.solve) with the scripted model: its verify and submit
+"""Agent mode through the real agent (agent.run.solve) with the scripted model: its verify and submit
 go through the batch's GPU slots, and its run lands in the store with tokens, dollars and the
 transcript."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.batch.agent_runs import solve_runner
+from agent.batch.config import WorkItem
 from agent.batch.executors.local import LocalEvaluator
-from agent.batch.models import WorkItem
 from agent.batch.runner import BatchRunner
 from agent.batch.scheduler import CircuitBreaker
 from agent.batch.store import Store

@@ -10,10 +10,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agent.batch.models import EvalOptions
+from agent.batch.config import EvalOptions
 from agent.batch.runner import BatchRunner
 from agent.batch.store import Store
-from agent.cli_batch import register
+from agent.cli.batch import register
 from tests.batch.helpers import fake_config
 from tests.batch.test_report import fill_store
 

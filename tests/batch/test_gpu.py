@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.batch.models import BatchConfig, EvalOptions
+from agent.batch.config import BatchConfig, EvalOptions
 from agent.batch.runner import BatchRunner
 from agent.batch.scheduler import visible_gpus
 from agent.batch.store import Store

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from agent.batch.config import AttemptOutcome, EvalJob, EvalOptions, WorkItem
 from agent.batch.fakes import fake_compile, fake_result
-from agent.batch.models import AttemptOutcome, EvalJob, EvalOptions, WorkItem
 from agent.batch.report import build_reports, render_markdown, write_reports
 from agent.batch.store import Store
 from agent.tasks import load_folder

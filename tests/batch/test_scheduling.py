@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from agent.batch.config import WorkItem
 from agent.batch.executors.local import LocalEvaluator
 from agent.batch.fakes import scripted_solver
-from agent.batch.models import WorkItem
 from agent.batch.runner import BatchRunner
 from agent.batch.scheduler import NO_GPU, CircuitBreaker, GpuPool
 from agent.batch.store import Store
@@ -342,7 +342,7 @@ def test_live_display_renders(tmp_path: Path) -> None:
 
     from rich.console import Console
 
-    from agent.batch.models import AttemptOutcome
+    from agent.batch.config import AttemptOutcome
     from agent.batch.progress import LiveProgress
     from agent.tasks import load_folder
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.batch.config import AttemptOutcome, BatchConfig, EvalJob, EvalOptions, WorkItem
 from agent.batch.fakes import fake_compile, fake_result
 from agent.batch.migrations import MIGRATIONS
-from agent.batch.models import AttemptOutcome, BatchConfig, EvalJob, EvalOptions, WorkItem
 from agent.batch.store import Store, StoreError
 from agent.tasks import load_folder
 from tests.batch.helpers import REPO, fake_config, make_tasks, make_workspace_solution, read_log

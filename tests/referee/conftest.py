@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.compile import CompileResult
+from agent.build.compile import CompileResult
 from agent.referee import EvalResult, judge_compiled
 from agent.referee.baselines import BaselineCache
 from agent.tasks import load_task

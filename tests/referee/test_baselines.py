@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.referee.baselines import BaselineCache, BaselineKey
-from agent.referee.models import TimingStats
+from agent.referee.results import TimingStats
 
 STATS = TimingStats(
     median_ms=1.0,

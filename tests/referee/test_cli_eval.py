@@ -9,7 +9,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from agent.cli_eval import EXIT_NO_GPU, EXIT_USAGE, eval_app
+from agent.cli.eval import EXIT_NO_GPU, EXIT_USAGE, eval_app
 from tests.referee.conftest import TASKS, copy_candidate
 
 

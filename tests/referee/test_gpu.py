@@ -245,7 +245,7 @@ def test_work_on_a_side_stream_is_inside_the_timing() -> None:
 def test_cli_prints_json_and_exits_zero(relu_workspace: Path) -> None:
     from typer.testing import CliRunner
 
-    from agent.cli_eval import eval_app
+    from agent.cli.eval import eval_app
 
     outcome = CliRunner().invoke(
         eval_app, [str(RELU_TASK), str(relu_workspace), "--trials", "1", "--no-profile", "--json"]

@@ -7,10 +7,12 @@ import io
 import pytest
 from rich.console import Console
 
-from agent.compile import CompileResult
+from agent.build.compile import CompileResult
 from agent.referee import assemble
 from agent.referee.kernels import kernel_base_name, kernel_breakdown, kernel_origin, own_kernel_names
-from agent.referee.models import (
+from agent.referee.policy import TOLERANCES
+from agent.referee.report import verdict_table
+from agent.referee.results import (
     EvalResult,
     FailureReport,
     OutputDiff,
@@ -20,8 +22,6 @@ from agent.referee.models import (
     TimingStats,
     TrialReport,
 )
-from agent.referee.policy import TOLERANCES
-from agent.referee.report import verdict_table
 
 
 def stats(median: float, iqr: float = 0.0, method: str = "cuda_event_stream_end+sync_gap") -> TimingStats:
@@ -173,7 +173,7 @@ def test_feedback_for_an_incorrect_result_points_at_the_element() -> None:
         rtol=0.01,
         norm_rtol=0.01,
     )
-    from agent.referee.models import CorrectnessReport
+    from agent.referee.results import CorrectnessReport
 
     correctness = CorrectnessReport(
         passed=False,

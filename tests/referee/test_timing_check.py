@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.referee import assemble
-from agent.referee.models import PerformanceReport, TimingStats
+from agent.referee.results import PerformanceReport, TimingStats
 from sandbox.workers.protocol import derive_seed
 
 

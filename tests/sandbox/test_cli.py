@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 import sandbox.image
-from agent.cli_sandbox import sandbox_app
+from agent.cli.sandbox import sandbox_app
 from sandbox.base import SandboxError
 
 runner = CliRunner()

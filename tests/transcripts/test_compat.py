@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.transcript import ModelResponseEvent, RunEndEvent, TranscriptError
-from agent.transcript_compat import file_version, load_transcript
+from agent.transcripts.format import ModelResponseEvent, RunEndEvent, TranscriptError
+from agent.transcripts.reader import file_version, load_transcript
 from tests.transcripts.conftest import V1_TRANSCRIPT
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agent.divergence import (
+from agent.transcripts.divergence import (
     DEFAULT_RUN_TO_RUN_CV,
     NoiseRule,
     Observation,

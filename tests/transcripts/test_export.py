@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from agent.cli_transcripts import export_command
-from agent.export import reward
+from agent.cli.transcripts import export_command
+from agent.transcripts.export import reward
 from tests.agent.conftest import run_solve
 from tests.agent.fakes import performance
 from tests.transcripts.conftest import V1_TRANSCRIPT, short_session

@@ -13,11 +13,11 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from agent.cli_transcripts import export_command, show_command
-from agent.divergence import compare_runs, observations
-from agent.show import render
-from agent.transcript_compat import load_transcript
-from agent.transcript_view import build_view
+from agent.cli.transcripts import export_command, show_command
+from agent.transcripts.divergence import compare_runs, observations
+from agent.transcripts.reader import load_transcript
+from agent.transcripts.show import render
+from agent.transcripts.view import build_view
 from tests.transcripts.test_show import chromium_dom, needs_chromium
 
 SOLVE_H200 = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "solve-h200"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import agent.replay
-from agent.replay import rejudge_final, replay_run
+import agent.run.replay
+from agent.run.replay import rejudge_final, replay_run
 from tests.agent.conftest import run_solve
 from tests.agent.fakes import FakeReferee
 from tests.agent.session import pipeline_steps
@@ -106,12 +106,12 @@ def test_the_cli_reports_and_sets_the_exit_code(
 ) -> None:
     import typer
 
-    from agent.cli_transcripts import replay_command
+    from agent.cli.transcripts import replay_command
 
     app = typer.Typer()
     app.command()(replay_command)
     referee: list[FakeReferee] = [FakeReferee()]
-    monkeypatch.setattr(agent.replay, "default_referee", lambda config: referee[0])
+    monkeypatch.setattr(agent.run.replay, "default_referee", lambda config: referee[0])
     transcript = str(recorded / "transcript.jsonl")
     same = CliRunner().invoke(app, [transcript, "--arch", "sm_90", "--out", str(tmp_path / "a")])
     assert same.exit_code == 0, same.output
@@ -130,12 +130,12 @@ def test_the_run_to_run_cv_flag_sets_how_far_speedups_may_move(
 ) -> None:
     import typer
 
-    from agent.cli_transcripts import replay_command
+    from agent.cli.transcripts import replay_command
 
     app = typer.Typer()
     app.command()(replay_command)
     referee: list[FakeReferee] = [SlowerReferee(factor=0.95)]
-    monkeypatch.setattr(agent.replay, "default_referee", lambda config: referee[0])
+    monkeypatch.setattr(agent.run.replay, "default_referee", lambda config: referee[0])
     transcript = str(recorded / "transcript.jsonl")
 
     def replay(name: str, *options: str) -> tuple[int, dict]:
@@ -172,7 +172,7 @@ def test_the_printed_report_shows_each_speedups_difference_and_tolerance(
 ) -> None:
     from rich.console import Console
 
-    from agent.cli_transcripts import print_report
+    from agent.cli.transcripts import print_report
 
     report = replay_run(
         recorded / "transcript.jsonl",

@@ -13,11 +13,11 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from agent.cli_transcripts import show_command
-from agent.show import render
-from agent.show_html import highlight_code, render_html
-from agent.transcript_compat import load_transcript
-from agent.transcript_view import build_view
+from agent.cli.transcripts import show_command
+from agent.transcripts.reader import load_transcript
+from agent.transcripts.show import render
+from agent.transcripts.show_html import highlight_code, render_html
+from agent.transcripts.view import build_view
 from tests.transcripts.conftest import V1_TRANSCRIPT
 
 

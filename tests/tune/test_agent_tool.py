@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from agent.budget import Budget, BudgetExhausted, BudgetLimits
-from agent.judging import CandidateBook, RefereeAdapter
 from agent.messages import ToolCall
 from agent.paths import skills_dir
 from agent.tasks import load_task
 from agent.tools import Toolbox, ToolContext, ToolSettings
+from agent.tools.candidates import CandidateBook, RefereeAdapter
 from agent.tools.tune import tune
 from agent.workspace import Workspace
 from sandbox.base import open_sandbox

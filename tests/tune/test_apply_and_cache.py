@@ -5,7 +5,7 @@ import pytest
 
 from agent.tune.apply import read_tune_header, read_tune_literal, write_tune_header, write_tune_literal
 from agent.tune.cache import FAILED, ReplayEvaluator, load_cache, write_cache
-from agent.tune.models import Measurement
+from agent.tune.results import Measurement
 from agent.tune.scoring import expected_random_best, expected_random_fraction, methodology_score
 from agent.tune.space import Space, SpaceFile
 

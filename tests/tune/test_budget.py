@@ -1,7 +1,8 @@
 import pytest
 
-from agent.tune.budget import Budget, BudgetSpec, parse_duration
+from agent.budget import parse_duration
 from agent.tune.cache import ReplayEvaluator
+from agent.tune.limits import BudgetSpec, TuneBudget
 from agent.tune.search import Search, SearchOptions
 from agent.tune.space import Space, SpaceFile
 
@@ -16,7 +17,7 @@ class FakeClock:
 
 def test_fraction_is_the_largest_ratio_clamped():
     clock = FakeClock()
-    budget = Budget(BudgetSpec(max_evals=10, gpu_seconds=5.0, wall_seconds=60.0), clock=clock)
+    budget = TuneBudget(BudgetSpec(max_evals=10, gpu_seconds=5.0, wall_seconds=60.0), clock=clock)
     assert budget.fraction_consumed() == 0.0
     budget.charge(evaluations=2, gpu_seconds=0.5)
     assert budget.fraction_consumed() == pytest.approx(0.2)
@@ -33,17 +34,17 @@ def test_fraction_is_the_largest_ratio_clamped():
 
 def test_evaluations_left_from_counts_and_observed_cost():
     clock = FakeClock()
-    budget = Budget(BudgetSpec(max_evals=50, wall_seconds=10.0), clock=clock)
+    budget = TuneBudget(BudgetSpec(max_evals=50, wall_seconds=10.0), clock=clock)
     budget.charge(evaluations=5)
     clock.now += 2.0
     assert budget.evaluations_left() == 45
     assert budget.evaluations_left(seconds_per_eval=0.5) == 16
-    assert Budget(BudgetSpec(gpu_seconds=1.0)).evaluations_left() > 10**6
+    assert TuneBudget(BudgetSpec(gpu_seconds=1.0)).evaluations_left() > 10**6
 
 
 def test_compile_seconds_are_recorded_and_wall_counts_them():
     clock = FakeClock()
-    budget = Budget(BudgetSpec(wall_seconds=100.0), clock=clock)
+    budget = TuneBudget(BudgetSpec(wall_seconds=100.0), clock=clock)
     budget.charge(compile_seconds=30.0)
     clock.now += 30.0
     assert budget.usage().compile_seconds == 30.0
@@ -79,7 +80,7 @@ def test_invalid_and_repeated_points_are_never_charged():
     space = Space(SpaceFile(params={"A": [1, 2, 3, 4], "B": [1, 2, 3, 4]}, constraints=["A * B <= 8"]))
     times = {space.key(p): float(sum(p)) for p in space.points}
     evaluator = Counting(space, times)
-    budget = Budget(BudgetSpec(max_evals=6))
+    budget = TuneBudget(BudgetSpec(max_evals=6))
     search = Search(space, budget, evaluator, SearchOptions(seed=1), warm=[(4, 4), (1, 1), (1, 1), (2, 1)])
     outcome = search.run()
     assert (4, 4) not in space.index  # an invalid warm point: dropped, never measured
@@ -88,13 +89,13 @@ def test_invalid_and_repeated_points_are_never_charged():
 
 
 def test_a_budget_spent_before_the_first_point_is_reported_as_such():
-    from agent.tune.models import TuneResult
+    from agent.tune.render import render
+    from agent.tune.results import TuneResult
     from agent.tune.runner import _summary
-    from agent.tune.tool import render
 
     space = Space(SpaceFile(params={"A": [1, 2]}))
     clock = FakeClock()
-    budget = Budget(BudgetSpec(wall_seconds=30), clock=clock)
+    budget = TuneBudget(BudgetSpec(wall_seconds=30), clock=clock)
     clock.now += 31  # the build of a fresh machine's first workspace took it all
     evaluator = Counting(space, {"1": 1.0, "2": 2.0})
     outcome = Search(space, budget, evaluator, SearchOptions()).run()

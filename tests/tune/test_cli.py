@@ -4,7 +4,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agent.cli_tune import tune_command
+from agent.cli.tune import tune_command
 from agent.tasks import load_task
 from agent.workspace import Workspace
 

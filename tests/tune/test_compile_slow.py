@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.compile import compile_solution
+from agent.build.compile import compile_solution
 from agent.paths import skills_dir
 from agent.tasks import load_task
 from agent.tune.apply import read_tune_header, read_tune_literal

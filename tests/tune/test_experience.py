@@ -1,9 +1,9 @@
 import statistics
 
-from agent.tune.budget import Budget, BudgetSpec
 from agent.tune.cache import ReplayEvaluator
 from agent.tune.experience import ExperienceLibrary, Features, similarity
-from agent.tune.models import Measurement
+from agent.tune.limits import BudgetSpec, TuneBudget
+from agent.tune.results import Measurement
 from agent.tune.search import Search, SearchOptions
 from agent.tune.space import Space, SpaceFile
 from tests.tune.helpers import gemm_like_space, rugged_times
@@ -105,7 +105,7 @@ def test_warm_start_from_a_similar_problem_helps(tmp_path):
     feats = features(params=list(space.names))
     with ExperienceLibrary(tmp_path / "e.sqlite") as lib:
         ev = ReplayEvaluator(space, source_times)
-        outcome = Search(space, Budget(BudgetSpec(max_evals=50)), ev, SearchOptions(seed=0)).run()
+        outcome = Search(space, TuneBudget(BudgetSpec(max_evals=50)), ev, SearchOptions(seed=0)).run()
         lib.record(
             feats,
             space,
@@ -124,7 +124,7 @@ def test_warm_start_from_a_similar_problem_helps(tmp_path):
         for seed in range(4):
             ev = ReplayEvaluator(space, target_times)
             out = Search(
-                space, Budget(BudgetSpec(max_evals=10)), ev, SearchOptions(seed=seed), warm=warm_points
+                space, TuneBudget(BudgetSpec(max_evals=10)), ev, SearchOptions(seed=seed), warm=warm_points
             ).run()
             found.append(optimum / target_times[out.best_key])
         return statistics.fmean(found)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent.compile import compile_solution
+from agent.build.compile import compile_solution
 from agent.paths import skills_dir
 from agent.tasks import load_task
 from agent.tune.apply import read_tune_header, read_tune_literal
@@ -49,7 +49,7 @@ def runtime_ws(tmp_path_factory):
 def test_agent_tune_command_then_the_referee_accepts_the_tuned_solution(runtime_ws, tmp_path):
     import typer
 
-    from agent.cli_tune import tune_command
+    from agent.cli.tune import tune_command
     from agent.referee import evaluate
 
     task, ws = runtime_ws
@@ -72,9 +72,9 @@ def test_agent_tool_warm_starts_from_the_previous_run(runtime_ws, tmp_path, monk
     import json
 
     from agent.budget import Budget, BudgetLimits
-    from agent.judging import CandidateBook, RefereeAdapter
     from agent.messages import ToolCall
     from agent.tools import Toolbox, ToolContext, ToolSettings
+    from agent.tools.candidates import CandidateBook, RefereeAdapter
     from agent.tools.tune import tune
     from agent.tune import experience
 
@@ -101,9 +101,9 @@ def test_agent_tool_warm_starts_from_the_previous_run(runtime_ws, tmp_path, monk
 
 
 def test_define_mode_end_to_end(tmp_path):
-    from agent.tune.budget import BudgetSpec
+    from agent.tune.limits import BudgetSpec
+    from agent.tune.render import render
     from agent.tune.runner import TuneOptions, run_tuning
-    from agent.tune.tool import render
 
     task, ws = example_workspace("axpb_define", tmp_path)
     options = TuneOptions(

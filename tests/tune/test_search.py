@@ -1,8 +1,8 @@
 import random
 import statistics
 
-from agent.tune.budget import Budget, BudgetSpec
 from agent.tune.cache import ReplayEvaluator
+from agent.tune.limits import BudgetSpec, TuneBudget
 from agent.tune.scoring import expected_random_best, expected_random_fraction, methodology_score
 from agent.tune.search import Search, SearchOptions
 from agent.tune.space import Space, SpaceFile
@@ -13,7 +13,7 @@ def run(space, times, evals, seed=0, default=None, warm=(), noise=0.0, **opts):
     evaluator = ReplayEvaluator(space, times, noise=noise, seed=seed)
     search = Search(
         space,
-        Budget(BudgetSpec(max_evals=evals)),
+        TuneBudget(BudgetSpec(max_evals=evals)),
         evaluator,
         SearchOptions(seed=seed, **opts),
         default=default,
@@ -61,7 +61,9 @@ def test_paired_final_keeps_the_default_when_the_winner_is_noise():
             return result
 
     evaluator = Drifting(space, {"1": 1.0, "2": 0.9, "3": 1.5})
-    outcome = Search(space, Budget(BudgetSpec(max_evals=3)), evaluator, SearchOptions(), default=(1,)).run()
+    outcome = Search(
+        space, TuneBudget(BudgetSpec(max_evals=3)), evaluator, SearchOptions(), default=(1,)
+    ).run()
     assert outcome.best_key == "1"
     rows = {f.key: f for f in outcome.finalists}
     assert rows["1"].is_default and rows["2"].ratio_to_default == 1.02
@@ -136,6 +138,8 @@ def test_an_aborted_evaluator_keeps_what_was_measured():
             raise SearchAborted("the worker cannot start")
 
     evaluator = Dying(space, times)
-    outcome = Search(space, Budget(BudgetSpec(max_evals=6)), evaluator, SearchOptions(), default=(1,)).run()
+    outcome = Search(
+        space, TuneBudget(BudgetSpec(max_evals=6)), evaluator, SearchOptions(), default=(1,)
+    ).run()
     assert len(outcome.history) == 3 and outcome.stop_reason == "aborted: the worker cannot start"
     assert outcome.best_key == min((m.key for m in outcome.history), key=times.get)

@@ -8,10 +8,10 @@ import pytest
 
 from agent.tasks import load_task
 from agent.tune.apply import read_tune_literal
-from agent.tune.budget import BudgetSpec
 from agent.tune.experience import ExperienceLibrary
+from agent.tune.limits import BudgetSpec
+from agent.tune.render import render
 from agent.tune.runner import TuneOptions, run_tuning
-from agent.tune.tool import tune_tool
 from agent.workspace import Workspace
 from sandbox.base import open_sandbox
 
@@ -147,17 +147,10 @@ def test_problems_come_back_as_messages(tmp_path):
 @pytest.mark.parametrize("use_experience", [False])
 def test_tool_returns_a_table(tmp_path, use_experience):
     task, ws = make(tmp_path, {"DELAY": [1, 4, 12], "CHEAT": [0, 1], "MODE": [0]})
-    with open_sandbox("local", workspace=ws.root) as box:
-        text = tune_tool(
-            ws,
-            task,
-            box,
-            240,
-            max_evals=6,
-            device="cpu",
-            use_experience=use_experience,
-            experience_path=tmp_path / "e.sqlite",
-        )
+    result = tune(
+        task, ws, tmp_path, budget=BudgetSpec(wall_seconds=240, max_evals=6), use_experience=use_experience
+    )
+    text = render(result)
     assert "default  4,0,0" in text
     assert "best     1,0,0" in text
     assert "incorrect" in text and "applied: model_new.py TUNE" in text

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from agent.batch.models import EvalJob
-from agent.referee.models import EvalResult
+from agent.batch.config import EvalJob
+from agent.referee.results import EvalResult
 
 
 class EvaluationError(RuntimeError):

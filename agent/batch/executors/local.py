@@ -24,11 +24,11 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from agent.batch.config import EvalJob
 from agent.batch.executors import EvaluationError
 from agent.batch.jobs import CompileFn, JudgeFn, compile_job, judge_job
-from agent.batch.models import EvalJob
 from agent.batch.scheduler import NO_GPU, GpuPool, referee_gate
-from agent.referee.models import EvalResult
+from agent.referee.results import EvalResult
 from sandbox.workers.gpu_gate import physical_gpu
 
 

@@ -24,13 +24,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from agent.batch.config import EvalJob
 from agent.batch.executors import EvaluationError
 from agent.batch.executors.local import gates_in_referee, resolve_sandbox
 from agent.batch.jobs import CompileFn, JudgeFn, compile_job, judge_job
-from agent.batch.models import EvalJob
 from agent.batch.scheduler import NO_GPU, referee_gate
-from agent.compile import CompileResult
-from agent.referee.models import EvalResult
+from agent.build.compile import CompileResult
+from agent.referee.results import EvalResult
 from agent.tasks import Task
 from agent.workspace import Workspace
 

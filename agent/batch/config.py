@@ -1,0 +1,146 @@
+"""What a batch is made of: its resolved config, the work items, evaluation jobs and outcomes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from agent.referee.results import EvalResult
+from agent.tasks import Task
+
+Mode = Literal["agent", "solutions"]
+AttemptStatus = Literal["running", "done", "error", "abandoned", "superseded"]
+"""done: a result (any verdict, or an agent run that found nothing); error: the harness or a provider
+failed (redone on the next run); abandoned: its process died; superseded: `--redo` replaced it."""
+
+
+class EvalOptions(BaseModel):
+    """How the referee judges every candidate of a batch (the same for all, so results compare)."""
+
+    sandbox: str = "local"
+    policy: str = "strict"
+    trials: int = 5
+    profile: bool = True
+    compile_mode: str | None = "default"
+    arch: str | None = None
+    refresh_baselines: bool = False
+    device: Literal["cuda", "cpu"] = "cuda"
+    compile_timeout_s: float = 600.0
+    run_timeout_s: float = 300.0
+    judge_timeout_s: float = 900.0
+    extra: dict[str, Any] = Field(
+        default_factory=dict,
+        description="passed to injected compile/judge functions (fakes in tests); not part of the batch key",
+    )
+
+
+class BatchConfig(BaseModel):
+    """Everything a batch was asked to do, resolved; stored with each run."""
+
+    tasks: list[Path]
+    mode: Mode
+    model: str | None = None
+    solutions: Path | None = None
+    samples: int = Field(default=1, ge=1, description="agent runs per task (agent mode)")
+    out: Path
+    store: Path
+    gpus: list[str] = Field(default_factory=list, description="GPU ids as the harness sees them")
+    concurrency: int = Field(default=8, ge=1)
+    compile_workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
+    executor: Literal["local", "ray"] = "local"
+    address: str | None = None
+    eval: EvalOptions = Field(default_factory=EvalOptions)
+    redo: list[str] = Field(default_factory=list)
+    retry_errors: bool = True
+    instantiate_tasks: bool = True
+    max_outage_retries: int = Field(default=3, ge=0)
+    eval_timeout_s: float = Field(default=3600.0, description="bound on one evaluation, whatever happens")
+    solve_options: dict[str, Any] = Field(default_factory=dict, description="budgets etc. for agent runs")
+    evals_per_gpu: int = Field(
+        default=4,
+        ge=1,
+        description="evaluations judged at once on each GPU; their timings stay exclusive through the "
+        "referee's GPU gates (the docker sandbox, whose containers cannot take them, gets 1)",
+    )
+    gpu_lock_dir: Path | None = Field(
+        default=None,
+        description="folder of the GPU gate files (default: the referee's, sandbox.local.gpu_gate_dir); "
+        "the local sandbox shows only the default one to the processes it runs",
+    )
+
+    def batch_key(self) -> str:
+        """What makes two invocations "the same command": the work they define, not how it is run."""
+        work = {
+            "mode": self.mode,
+            "model": self.model,
+            "solutions": str(self.solutions.resolve()) if self.solutions else None,
+            "samples": self.samples,
+            "eval": self.eval.model_dump(mode="json", exclude={"refresh_baselines", "extra"}),
+            "solve_options": self.solve_options,
+        }
+        return hashlib.sha256(json.dumps(work, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class WorkItem(BaseModel):
+    """One candidate to produce or judge: a task and a name (sample_0, base, a variant)."""
+
+    task: Task
+    candidate: str
+    source: Path | None = Field(default=None, description="the user's solution (solutions mode)")
+
+    @property
+    def item_key(self) -> str:
+        return f"{self.task.key}#{self.candidate}"
+
+    @property
+    def label(self) -> str:
+        level = f"L{self.task.level} " if self.task.level is not None else ""
+        return f"{level}{self.task.name}" + (
+            "" if self.candidate in ("base", "sample_0") else f" [{self.candidate}]"
+        )
+
+
+class EvalJob(BaseModel):
+    """One evaluation: compile (CPU) then judge (GPU). `solution` is a private copy, never the user's."""
+
+    task: Task
+    solution: Path
+    options: EvalOptions
+
+
+class SolveOutcome(BaseModel):
+    """What one agent run produced (agent mode)."""
+
+    status: Literal["solved", "no_solution", "error"]
+    solution_path: Path | None = None
+    result: EvalResult | None = None
+    tokens: int = 0
+    usd: float = 0.0
+    gpu_s: float = 0.0
+    transcript_path: Path | None = None
+    error: str | None = None
+    transient: bool = Field(default=False, description="a provider outage: retry later, not a result")
+
+
+class AttemptOutcome(BaseModel):
+    """How an attempt ended, as the store records it."""
+
+    status: AttemptStatus
+    result: EvalResult | None = None
+    evaluations: list[EvalResult] = Field(default_factory=list, description="besides `result`")
+    tokens: int = 0
+    usd: float = 0.0
+    gpu_s: float = 0.0
+    wall_s: float = 0.0
+    solution_path: str | None = None
+    transcript_path: str | None = None
+    error: str | None = None
+
+    @property
+    def verdict(self) -> str | None:
+        return self.result.verdict if self.result else None

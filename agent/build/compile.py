@@ -1,0 +1,214 @@
+"""Compile a solution into an importable extension, inside a sandbox, with a timeout.
+
+The build folder is keyed by the solution's identity (where it lives, the toolchain, the
+target architecture), not its content: an edit to one `.cu` reuses the folder and ninja
+rebuilds only that file. An unchanged solution is recognised from the stamp of its last
+good build without starting any process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from agent.build.diagnostics import Diagnostic, parse_log
+from agent.build.toolkit import resolve_arch
+from agent.workspace import EXTENSION_NAME, SingleFileSolution, Solution, Workspace
+from sandbox.base import Sandbox
+from sandbox.workers.protocol import parse as parse_worker_result
+
+# Host C++ here is binding glue (argument checks, a launch): -O1 halves its compile time;
+# kernels are device code in .cu files, compiled by nvcc at -O3.
+CFLAGS = ["-O1"]
+CUDA_CFLAGS = ["-O3", "-lineinfo"]
+BUILT_STAMP = ".kernel-agent-built.json"
+
+CompileStatus = Literal["built", "up_to_date", "compile_error", "timeout", "crashed"]
+
+
+class CompileResult(BaseModel):
+    ok: bool
+    status: CompileStatus
+    solution_kind: Literal["workspace", "single_file"]
+    content_hash: str
+    arch: str = Field(description="TORCH_CUDA_ARCH_LIST value built for")
+    arch_source: str
+    build_dir: str = Field(description="path inside the sandbox")
+    module_path: str | None = Field(default=None, description="the built .so inside the sandbox (workspace)")
+    duration_s: float
+    mode: str = Field(default="", description="up_to_date | ninja (incremental) | configure (full)")
+    errors: list[Diagnostic] = Field(default_factory=list)
+    warning_count: int = 0
+    message: str = ""
+    log_path: str | None = Field(default=None, description="full build log on the host")
+
+    def feedback(self, max_errors: int = 5) -> str:
+        """What the model reads: success with timing, or the first real errors."""
+        if self.ok:
+            what = "up to date (nothing changed)" if self.status == "up_to_date" else "compiled"
+            return f"{what} in {self.duration_s:.1f}s for sm_{self.arch.replace('.', '')}"
+        head = (
+            f"compile failed ({self.status}): {self.message}"
+            if self.message
+            else f"compile failed ({self.status})"
+        )
+        shown = [e.render() for e in self.errors[:max_errors]]
+        more = len(self.errors) - len(shown)
+        tail = [f"... and {more} more errors"] if more > 0 else []
+        log = [f"full log: {self.log_path}"] if self.log_path else []
+        return "\n".join([head, *shown, *tail, *log])
+
+
+def build_dir_for(solution: Solution, sandbox: Sandbox, arch: str) -> str:
+    identity = json.dumps(
+        [
+            sandbox.kind,
+            getattr(sandbox, "image", ""),
+            str(solution.root),
+            solution.kind,
+            arch,
+            _torch_version(),
+        ]
+    )
+    return f"{sandbox.cache_path}/build/{hashlib.sha256(identity.encode()).hexdigest()[:20]}"
+
+
+def compile_solution(
+    solution: Solution,
+    sandbox: Sandbox,
+    *,
+    arch: str | None = None,
+    timeout: float = 600,
+    extra_cuda_cflags: list[str] | None = None,
+) -> CompileResult:
+    start = time.monotonic()
+    arch_value, arch_source = resolve_arch(arch)
+    if isinstance(solution, Workspace):
+        solution.restore_harness_files()
+    content = solution.content_hash()
+    build_dir = build_dir_for(solution, sandbox, arch_value)
+    spec = _build_spec(solution, sandbox, build_dir, extra_cuda_cflags or [])
+    spec["config_hash"] = hashlib.sha256(json.dumps([spec, arch_value]).encode()).hexdigest()
+    spec["content_hash"] = content
+    common = {
+        "solution_kind": solution.kind,
+        "content_hash": content,
+        "arch": arch_value,
+        "arch_source": arch_source,
+        "build_dir": build_dir,
+        "module_path": f"{build_dir}/{EXTENSION_NAME}.so" if isinstance(solution, Workspace) else None,
+    }
+
+    if _last_good_build(sandbox, build_dir) == {"content_hash": content, "config_hash": spec["config_hash"]}:
+        return CompileResult(
+            ok=True, status="up_to_date", mode="up_to_date", duration_s=time.monotonic() - start, **common
+        )
+
+    outcome = sandbox.exec(
+        [sandbox.python, "-I", sandbox.worker("build.py"), json.dumps(spec)],
+        timeout=timeout,
+        env={"TORCH_CUDA_ARCH_LIST": arch_value, "TORCH_EXTENSIONS_DIR": build_dir},
+    )
+    record = parse_worker_result(outcome.stdout)
+    log = (record or {}).get("log", "") + ("\n" + outcome.stderr if outcome.stderr else "")
+    log_path = _save_log(solution, log, outcome.stdout)
+    duration = time.monotonic() - start
+    if outcome.timed_out:
+        return CompileResult(
+            ok=False,
+            status="timeout",
+            duration_s=duration,
+            message=f"the build took longer than {timeout:.0f}s and was killed",
+            log_path=log_path,
+            **common,
+        )
+    if record is None:
+        errors, warnings = parse_log(log, root=solution.root)
+        return CompileResult(
+            ok=False,
+            status="crashed",
+            duration_s=duration,
+            errors=errors,
+            warning_count=warnings,
+            message=f"the build worker {outcome.describe_failure() or 'wrote no result'}",
+            log_path=log_path,
+            **common,
+        )
+    errors, warnings = parse_log(log, root=solution.root)
+    if not record["ok"]:
+        return CompileResult(
+            ok=False,
+            status="compile_error",
+            mode=record.get("mode", ""),
+            duration_s=duration,
+            errors=errors,
+            warning_count=warnings,
+            message="" if errors else "the build failed; see the log",
+            log_path=log_path,
+            **common,
+        )
+    stamp = json.dumps({"content_hash": content, "config_hash": spec["config_hash"]})
+    sandbox.put_file(f"{build_dir}/{BUILT_STAMP}", stamp.encode())
+    status: CompileStatus = "up_to_date" if record.get("mode") == "up_to_date" else "built"
+    return CompileResult(
+        ok=True,
+        status=status,
+        mode=record.get("mode", ""),
+        duration_s=duration,
+        warning_count=warnings,
+        log_path=log_path,
+        **common,
+    )
+
+
+def _build_spec(solution: Solution, sandbox: Sandbox, build_dir: str, extra_cuda_cflags: list[str]) -> dict:
+    if isinstance(solution, SingleFileSolution):
+        return {
+            "kind": "single_file",
+            "solution": _in_sandbox(solution.path, solution, sandbox),
+            "build_dir": build_dir,
+        }
+    return {
+        "kind": "workspace",
+        "name": EXTENSION_NAME,
+        "sources": [_in_sandbox(p, solution, sandbox) for p in solution.sources()],
+        "build_dir": build_dir,
+        "cache_dir": sandbox.cache_path,
+        "cflags": CFLAGS,
+        "cuda_cflags": CUDA_CFLAGS + extra_cuda_cflags,
+        "link_vendor_libraries": True,
+    }
+
+
+def _in_sandbox(path: Path, solution: Solution, sandbox: Sandbox) -> str:
+    return f"{sandbox.workspace_path}/{path.resolve().relative_to(solution.root).as_posix()}"
+
+
+def _last_good_build(sandbox: Sandbox, build_dir: str) -> dict | None:
+    try:
+        return json.loads(sandbox.get_file(f"{build_dir}/{BUILT_STAMP}"))
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _save_log(solution: Solution, log: str, stdout: str) -> str | None:
+    logs = solution.root / ".harness" / "logs" if isinstance(solution, Workspace) else None
+    if logs is None:
+        return None
+    logs.mkdir(parents=True, exist_ok=True)
+    path = logs / "compile.log"
+    path.write_text(log + ("\n--- worker stdout ---\n" + stdout if stdout.strip() else ""))
+    return str(path)
+
+
+def _torch_version() -> str:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "unknown"

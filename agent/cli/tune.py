@@ -1,0 +1,109 @@
+"""`agent tune TASK SOLUTION --budget 120s`: search a workspace's declared tuning space.
+
+The lead registers it: `app.command("tune")(tune_command)` in agent/cli/app.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def tune_command(
+    task: Annotated[Path, typer.Argument(help="The task file (class Model, get_inputs, get_init_inputs).")],
+    solution: Annotated[Path, typer.Argument(help="A workspace folder with kernels/tune.json.")],
+    budget: Annotated[
+        str, typer.Option("--budget", help="Wall-clock budget, compile included: 120s, 2m, 90.")
+    ] = "120s",
+    evals: Annotated[
+        int | None, typer.Option("--evals", help="Also stop after this many measured points.")
+    ] = None,
+    gpu_seconds: Annotated[
+        float | None, typer.Option("--gpu-seconds", help="Also stop after this many GPU-seconds.")
+    ] = None,
+    no_experience: Annotated[
+        bool, typer.Option("--no-experience", help="Start cold: no warm start from similar past runs.")
+    ] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the search (same seed, same choices).")] = 0,
+    min_gain: Annotated[
+        float,
+        typer.Option(
+            "--min-gain",
+            help="Stop early once the expected gain of the next point is below this (0.005 = 0.5%).",
+        ),
+    ] = 0.0,
+    strategy: Annotated[
+        str, typer.Option("--strategy", help="adaptive (default), random, or exhaustive (every valid point).")
+    ] = "adaptive",
+    apply: Annotated[
+        bool, typer.Option("--apply/--no-apply", help="Write the winner back into the workspace.")
+    ] = True,
+    db: Annotated[
+        Path | None, typer.Option("--db", help="Experience library (SQLite); default under the cache.")
+    ] = None,
+    cache_out: Annotated[
+        Path | None,
+        typer.Option("--cache-out", help="Write every measured point as a Kernel Tuner cache JSON."),
+    ] = None,
+    sandbox: Annotated[
+        str, typer.Option("--sandbox", help="Where untrusted code runs: local, docker or auto.")
+    ] = "local",
+    arch: Annotated[str | None, typer.Option("--arch", help="GPU architecture to build for.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every measured point.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the pydantic result as JSON.")] = False,
+) -> None:
+    """Tune the parameters a workspace declares in kernels/tune.json within a budget."""
+    from rich.console import Console
+
+    from agent.budget import parse_duration
+    from agent.tasks import TaskLoadError, load_task
+    from agent.tune.limits import BudgetSpec
+    from agent.tune.render import render
+    from agent.tune.runner import TuneOptions, run_tuning
+    from agent.workspace import Workspace, WorkspaceError
+    from sandbox.base import SandboxError, open_sandbox
+
+    err = Console(stderr=True, soft_wrap=True)
+
+    def fail(message: str) -> None:
+        err.print(f"[bold red]error:[/] {message}", highlight=False)
+        raise typer.Exit(2)
+
+    if strategy not in ("adaptive", "random", "exhaustive"):
+        fail(f"unknown strategy {strategy!r}; choose adaptive, random or exhaustive")
+    try:
+        seconds = parse_duration(budget)
+        loaded = load_task(task)
+        workspace = Workspace.open(solution)
+        options = TuneOptions(
+            budget=BudgetSpec(wall_seconds=seconds, max_evals=evals, gpu_seconds=gpu_seconds),
+            seed=seed,
+            min_gain=min_gain,
+            strategy=strategy,  # type: ignore[arg-type]
+            use_experience=not no_experience,
+            experience_path=db,
+            apply=apply,
+            arch=arch,
+            cache_out=cache_out,
+        )
+        log = (lambda line: err.print(line, highlight=False)) if verbose else None
+        with open_sandbox(sandbox, workspace=workspace.root) as box:
+            result = run_tuning(loaded, workspace, box, options, sandbox_kind=box.kind, log=log)
+    except (ValueError, TaskLoadError, WorkspaceError, SandboxError) as exc:
+        fail(str(exc))
+        return
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(render(result))
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    app = typer.Typer(add_completion=False)
+    app.command()(tune_command)
+    sys.exit(app())

@@ -1,0 +1,264 @@
+"""The referee's results: what the model, the batch runner and the CLI read."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from agent.build.compile import CompileResult
+from agent.referee.policy import TolerancePolicy
+
+Verdict = Literal[
+    "correct",
+    "incorrect",
+    "policy_violation",
+    "compile_error",
+    "runtime_error",
+    "timeout",
+    "no_gpu",
+    "referee_error",
+]
+FAILED_VERDICTS = frozenset({"incorrect", "policy_violation", "compile_error", "runtime_error", "timeout"})
+
+
+class TaskRef(BaseModel):
+    name: str
+    key: str
+    sha256: str
+    path: str
+    level: int | None = None
+    problem_id: int | None = None
+
+
+class SolutionRef(BaseModel):
+    kind: Literal["workspace", "single_file"]
+    content_hash: str
+    path: str
+
+
+class DeviceInfo(BaseModel):
+    name: str
+    torch: str
+    capability: str = ""
+    python: str = ""
+    allocator: str = Field(default="", description="the candidate process's CUDA allocator and its settings")
+
+
+class OutputDiff(BaseModel):
+    """How one output leaf compares with the reference's."""
+
+    output: str = Field(description="which output, e.g. 'output 0'")
+    passed: bool
+    problems: list[str] = Field(default_factory=list, description="each failed check, spelled out")
+    shape_expected: list[int] | None = None
+    shape_actual: list[int] | None = None
+    dtype_expected: str | None = None
+    dtype_actual: str | None = None
+    device_expected: str | None = None
+    device_actual: str | None = None
+    type_actual: str | None = None
+    numel: int | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = Field(default=None, description="relative to max(|expected|, atol)")
+    norm_rel_err: float | None = Field(default=None, description="||a-e||/||e||; None when ||e|| = 0")
+    mismatch_count: int | None = None
+    mismatch_fraction: float | None = None
+    worst_index: list[int] | None = None
+    worst_expected: float | None = None
+    worst_actual: float | None = None
+    expected_nan: int = 0
+    actual_nan: int = 0
+    expected_inf: int = 0
+    actual_inf: int = 0
+    nonfinite_mismatches: int = 0
+    atol: float | None = None
+    rtol: float | None = None
+    norm_rtol: float | None = None
+
+
+class TrialReport(BaseModel):
+    index: int
+    kind: Literal["trial", "timed_call"] = "trial"
+    passed: bool
+    problems: list[str] = Field(default_factory=list, description="checks outside the values")
+    outputs: list[OutputDiff] = Field(default_factory=list)
+
+
+class CorrectnessReport(BaseModel):
+    passed: bool
+    trials_requested: int
+    trials_run: int
+    tolerance: TolerancePolicy
+    trials: list[TrialReport] = Field(default_factory=list)
+    rechecks: list[TrialReport] = Field(default_factory=list, description="outputs of timed calls")
+
+    def first_failure(self) -> TrialReport | None:
+        return next((t for t in [*self.trials, *self.rechecks] if not t.passed), None)
+
+
+class PolicyReport(BaseModel):
+    policy: str
+    ops: dict[str, int] = Field(default_factory=dict, description="torch operators the forward called")
+    nested_ops: dict[str, int] = Field(
+        default_factory=dict, description="operators seen by the profiler (incl. inside custom ops)"
+    )
+    forbidden: dict[str, int] = Field(default_factory=dict)
+    violations: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="advisory: seen, not a failure")
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+class TimingStats(BaseModel):
+    median_ms: float
+    q1_ms: float
+    q3_ms: float
+    iqr_ms: float
+    mean_ms: float
+    std_ms: float
+    cv: float
+    min_ms: float
+    max_ms: float
+    n: int
+    warmup: int
+    method: str
+    l2_flush: bool
+    host_median_ms: float
+    window_ms: float | None = Field(
+        default=None, description="host clock over the timed loop, in the process that ran it"
+    )
+    held_outputs: bool = Field(default=False, description="every timed output kept until the loop ended")
+    persisting_l2_reset: bool = Field(default=False, description="persisting L2 lines reset per repetition")
+    sync_gap_ms: float | None = Field(
+        default=None, description="median gap from the current stream's end to the device-wide end"
+    )
+    reference_gap_ms: float | None = Field(
+        default=None, description="the same gap after a GPU sleep as long as the call: the host's round trip"
+    )
+    other_streams_ms: float = Field(
+        default=0.0, description="added to every call for work left running on other streams"
+    )
+    version: int = 1
+    cached: bool = Field(default=False, description="taken from the baseline cache")
+
+    @property
+    def relative_spread(self) -> float:
+        """Half the IQR over the median: the noise of one measurement's center."""
+        return self.iqr_ms / (2 * self.median_ms) if self.median_ms > 0 else 0.0
+
+
+class Speedup(BaseModel):
+    baseline: Literal["eager", "compile"]
+    value: float = Field(description="baseline median / candidate median")
+    noise: float = Field(description="relative half-width of the noise band")
+    low: float
+    high: float
+    within_noise: bool
+    outcome: Literal["faster", "slower", "within_noise"]
+
+
+class TimingCheck(BaseModel):
+    """The candidate's reported timing against its supervisor's clock on the same timed window.
+
+    The supervisor (another process) sees the window open and close; the judge measured, for the
+    eager arm, what one repetition costs outside the timed call (inputs, L2 flush, loop). So each
+    repetition of the candidate took at least window/reps - overhead of real forward time."""
+
+    window_ms: float = Field(description="the supervisor's clock from the window's opening to its close")
+    reps: int
+    reported_mean_ms: float = Field(description="mean of the candidate process's reported times")
+    overhead_ms: float | None = Field(
+        default=None, description="per repetition, outside the timed call (judge's eager arm)"
+    )
+    floor_ms: float | None = Field(
+        default=None, description="lowest mean forward time the window allows (with slack)"
+    )
+    ratio: float | None = Field(default=None, description="reported mean / floor (below 1: inconsistent)")
+    consistent: bool = True
+    note: str = ""
+
+
+class KernelTime(BaseModel):
+    name: str
+    calls: float = Field(description="launches per forward call")
+    time_us: float = Field(description="device time per forward call")
+    share: float
+    origin: Literal["own", "vendor", "torch", "triton", "memory", "other"]
+
+    @property
+    def own(self) -> bool:
+        return self.origin == "own"
+
+
+class Flag(BaseModel):
+    code: str
+    message: str
+
+
+class PerformanceReport(BaseModel):
+    candidate: TimingStats
+    eager: TimingStats | None = None
+    compile: TimingStats | None = None
+    compile_mode: str | None = None
+    baseline_errors: dict[str, str] = Field(default_factory=dict)
+    speedup_vs_eager: Speedup | None = None
+    speedup_vs_compile: Speedup | None = None
+    kernels: list[KernelTime] = Field(default_factory=list)
+    own_kernel_share: float | None = None
+    profile_error: str | None = None
+    bytes_moved: int | None = Field(default=None, description="input plus output bytes of one call")
+    bandwidth_gbps: float | None = None
+    bandwidth_source: Literal["measured", "configured"] | None = None
+    memory_floor_ms: float | None = None
+    timing_check: TimingCheck | None = None
+    flags: list[Flag] = Field(default_factory=list)
+
+
+class FailureReport(BaseModel):
+    stage: str
+    kind: str = Field(
+        description="exception, cuda_error, oom, signal, timeout, early_exit, forged_record, ..."
+    )
+    message: str
+    detail: str = Field(default="", description="traceback or the tail of stderr")
+    returncode: int | None = None
+
+
+class StageTimes(BaseModel):
+    compile_s: float = 0.0
+    candidate_s: float = 0.0
+    judge_s: float = 0.0
+    total_s: float = 0.0
+    candidate_stages: dict[str, float] = Field(
+        default_factory=dict,
+        description="seconds per stage of the candidate worker, by its supervisor's clock",
+    )
+
+
+class EvalResult(BaseModel):
+    task: TaskRef
+    solution: SolutionRef
+    policy: str
+    device_kind: Literal["cuda", "cpu"] = "cuda"
+    verdict: Verdict
+    reason: str = Field(description="one line: why this verdict")
+    compile: CompileResult
+    correctness: CorrectnessReport | None = None
+    performance: PerformanceReport | None = None
+    policy_report: PolicyReport | None = None
+    failure: FailureReport | None = None
+    device: DeviceInfo | None = None
+    stage_times: StageTimes = Field(default_factory=StageTimes)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "correct"
+
+    def feedback(self) -> str:
+        """Short, actionable text for the model."""
+        from agent.referee.report import feedback
+
+        return feedback(self)

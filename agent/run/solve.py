@@ -1,0 +1,260 @@
+"""One solve run: set up the workspace, sandbox, prompts and transcript, run the loop, and write the
+output folder.
+
+    OUT/
+      transcript.jsonl   every model request and response, tool call and result, verdict (as it happens)
+      workspace/         the workspace the model worked in, as it was left
+      solution/          the best verified solution (workspace files)
+      model_new.py       the same solution as one standalone file (torch alone builds and runs it)
+      result.json        the referee's verdict of the best (else of the last candidate judged)
+      run.json           the run's summary (status, best, submitted, usage)
+      report.md          a short human report
+"""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from pathlib import Path
+from traceback import format_exc
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from agent.budget import Budget, BudgetLimits
+from agent.build.toolkit import resolve_arch
+from agent.messages import SystemMessage, UserMessage
+from agent.models.base import Model
+from agent.run.loop import AgentLoop, LoopOutcome, Progress
+from agent.run.prompts import build_prompts
+from agent.run.report import render_report
+from agent.run.result import SolveResult
+from agent.run.standalone import standalone_model
+from agent.tasks import Task, load_task
+from agent.tools import Toolbox, ToolContext, ToolSettings, default_tools
+from agent.tools.candidates import Candidate, CandidateBook, Referee, RefereeAdapter
+from agent.transcripts.format import Header, RunEndEvent, TaskIdentity, TranscriptWriter, tool_hash
+from agent.workspace import HARNESS_FILES, MODEL_ENTRY, Workspace
+from sandbox.base import open_sandbox
+
+NO_GPU_MESSAGE = (
+    "no CUDA GPU is visible here (torch.cuda.is_available() is False): verify and profile need one. "
+    "Run on a GPU machine, or pass --allow-no-gpu for a compile-only dry run (no verdicts, no speedups)."
+)
+
+
+class SolveError(Exception):
+    """The run cannot start; the message says what to change."""
+
+
+class SolveConfig(BaseModel):
+    task: Path
+    out: Path
+    model: str = Field(default="anthropic:claude-sonnet-5-5", description="the --model spec")
+    budget: BudgetLimits = BudgetLimits()
+    sandbox: str = "local"
+    policy: str = "strict"
+    arch: str | None = None
+    baseline: Literal["eager", "compile"] = "eager"
+    shell: bool = False
+    allow_no_gpu: bool = False
+    trials: int = 5
+    compile_mode: str = "default"
+    compile_timeout_s: float = 600.0
+    shell_timeout_s: float = 300.0
+    max_output_tokens: int | None = None
+    max_idle_turns: int = 3
+
+
+def solve(
+    config: SolveConfig,
+    *,
+    model: Model,
+    referee: Referee | None = None,
+    task: Task | None = None,
+    progress: Progress | None = None,
+    sandbox_options: Mapping[str, object] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> SolveResult:
+    """Run the agent on one task and write the output folder. Raises SolveError before any model call
+    when the run cannot start; everything after that ends with a recorded status."""
+    out = Path(config.out)
+    if out.exists() and any(out.iterdir()):
+        raise SolveError(f"--out {out}: the folder exists and is not empty; pick a new one")
+    referee = referee or RefereeAdapter(
+        policy=config.policy,
+        trials=config.trials,
+        compile_mode=config.compile_mode,
+        arch=config.arch,
+        compile_timeout_s=config.compile_timeout_s,
+    )
+    gpu = referee.device()
+    if gpu is None and not config.allow_no_gpu:
+        raise SolveError(NO_GPU_MESSAGE)
+    task = task or load_task(config.task)
+    arch, _ = resolve_arch(config.arch)
+    out.mkdir(parents=True, exist_ok=True)
+    workspace = Workspace.create(out / "workspace", task)
+    budget = Budget(config.budget, clock=clock)
+    prompts = build_prompts(
+        task,
+        policy=config.policy,
+        baseline=config.baseline,
+        gpu=gpu,
+        arch=arch,
+        budget_line=budget.remaining_line(),
+    )
+    toolbox = Toolbox(default_tools(shell_enabled=config.shell))
+    with open_sandbox(config.sandbox, workspace=workspace.root, **dict(sandbox_options or {})) as sandbox:
+        header = Header(
+            run_id=uuid.uuid4().hex,
+            started_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            task=_task_identity(task),
+            model=getattr(model, "name", config.model),
+            config=config.model_dump(mode="json"),
+            tools=toolbox.specs,
+            tool_hashes={spec.name: tool_hash(spec) for spec in toolbox.specs},
+            prompt_hashes=prompts.hashes,
+            versions=versions(),
+            gpu=gpu,
+            sandbox=sandbox.describe(),
+        )
+        with TranscriptWriter(out / "transcript.jsonl", header, clock=clock) as transcript:
+            settings = ToolSettings(
+                arch=config.arch,
+                compile_timeout_s=config.compile_timeout_s,
+                shell_timeout_s=config.shell_timeout_s,
+                allow_no_gpu=config.allow_no_gpu,
+            )
+            context = ToolContext(
+                task=task,
+                workspace=workspace,
+                sandbox=sandbox,
+                referee=referee,
+                budget=budget,
+                candidates=CandidateBook(baseline=config.baseline),
+                events=transcript,
+                settings=settings,
+            )
+            loop = AgentLoop(
+                model=model,
+                toolbox=toolbox,
+                context=context,
+                transcript=transcript,
+                max_output_tokens=config.max_output_tokens,
+                progress=progress or (lambda ctx, note: None),
+                max_idle_turns=config.max_idle_turns,
+            )
+            outcome = loop.run([SystemMessage(text=prompts.system), UserMessage(text=prompts.task)])
+            return _finish(out, task, context, outcome, transcript)
+
+
+def _finish(
+    out: Path, task: Task, context: ToolContext, outcome: LoopOutcome, transcript: TranscriptWriter
+) -> SolveResult:
+    """Write the output folder, then the run_end event (also when writing the folder fails)."""
+    try:
+        result = write_outputs(out, task, context.workspace, context.candidates, context.budget, outcome)
+    except Exception as exc:
+        message = f"writing the output folder failed: {type(exc).__name__}: {exc}"
+        usage = context.budget.usage()
+        transcript.write(
+            RunEndEvent(
+                turn=context.turn, status="error", message=message, usage=usage, traceback=format_exc()
+            )
+        )
+        raise
+    end = RunEndEvent(
+        turn=context.turn,
+        status=result.status,
+        message=result.message,
+        best=result.best,
+        submitted=result.submitted,
+        usage=result.usage,
+        traceback=outcome.traceback,
+    )
+    transcript.write(end)
+    return result
+
+
+def write_outputs(
+    out: Path, task: Task, workspace: Workspace, book: CandidateBook, budget: Budget, outcome: LoopOutcome
+) -> SolveResult:
+    """Write solution/, model_new.py, result.json, run.json and report.md; return the run's summary."""
+    chosen: Candidate | None = book.best
+    if chosen is None and outcome.status == "submitted_unverified":
+        chosen = book.submitted
+    if chosen is not None:
+        export_solution(workspace, chosen, out / "solution")
+        harness = {name: (workspace.root / name).read_text(encoding="utf-8") for name in HARNESS_FILES}
+        if MODEL_ENTRY in chosen.snapshot.files:
+            (out / "model_new.py").write_text(standalone_model(chosen.snapshot, harness, task=task.name))
+    judged = chosen or book.latest
+    if judged is not None:
+        (out / "result.json").write_text(judged.result.model_dump_json(indent=2))
+    submitted = book.submitted
+    result = SolveResult(
+        status=outcome.status,
+        message=outcome.message,
+        task=task.name,
+        out=out,
+        baseline=book.baseline,
+        best=book.best.ref() if book.best else None,
+        submitted=submitted.ref() if submitted else None,
+        submitted_is_best=(
+            None
+            if submitted is None or book.best is None
+            else submitted.content_hash == book.best.content_hash
+        ),
+        verified=chosen is not None and chosen.correct,
+        evaluation=judged.result if judged is not None else None,
+        summary=outcome.summary,
+        usage=budget.usage(),
+        limits=budget.limits,
+        traceback=outcome.traceback,
+    )
+    (out / "report.md").write_text(render_report(result, book, task))
+    files = {p.name for p in out.iterdir()} | {"run.json"}
+    result = result.model_copy(update={"files": sorted(files)})
+    (out / "run.json").write_text(result.model_dump_json(indent=2))
+    return result
+
+
+def export_solution(workspace: Workspace, candidate: Candidate, dest: Path) -> None:
+    """The workspace as it was when `candidate` was judged: harness files and the snapshot's files."""
+    copy = workspace.copy_to(dest)
+    copy.restore(candidate.snapshot)
+    shutil.rmtree(dest / ".harness" / "logs", ignore_errors=True)
+
+
+def _task_identity(task: Task) -> TaskIdentity:
+    return TaskIdentity(
+        name=task.name,
+        key=task.key,
+        sha256=task.sha256,
+        path=str(task.path),
+        level=task.level,
+        problem_id=task.problem_id,
+        inputs=task.spec.describe() if task.spec else "",
+    )
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for package in ("kernel-agent", "torch", "pydantic", "openai", "anthropic"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    try:
+        import torch
+
+        found["torch_cuda"] = torch.version.cuda or "none"
+    except ImportError:
+        pass
+    return found

@@ -1,0 +1,120 @@
+"""The pipeline tools: compile, verify, profile, submit.
+
+verify, profile and submit go through the referee; every verdict is recorded with a snapshot of the
+workspace it judged, and the best correct one is kept (agent.tools.candidates.CandidateBook). Failures the
+model can fix come back as ToolError text; a missing GPU or a referee failure ends the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.build.compile import CompileResult, compile_solution
+from agent.build.toolkit import ToolkitError
+from agent.stops import RunAborted, Submitted
+from agent.tools.candidates import Candidate
+
+from .base import ToolError, ToolReply, tool
+from .context import ToolContext
+
+DRY_RUN_NOTE = (
+    "this is a compile-only dry run (--allow-no-gpu): there is no GPU, so nothing can be verified or "
+    "timed. The workspace compiled; call submit when you are done."
+)
+
+
+def _compile_data(result: CompileResult) -> dict[str, Any]:
+    return {
+        "ok": result.ok,
+        "status": result.status,
+        "content_hash": result.content_hash,
+        "duration_s": round(result.duration_s, 3),
+        "errors": [e.render() for e in result.errors[:5]],
+    }
+
+
+def _verdict_data(candidate: Candidate, became_best: bool) -> dict[str, Any]:
+    return {
+        "verdict": candidate.result.verdict,
+        "content_hash": candidate.content_hash,
+        "speedup": candidate.speedup,
+        "became_best": became_best,
+    }
+
+
+def _is_dry_run_pass(ctx: ToolContext, candidate: Candidate) -> bool:
+    return ctx.settings.allow_no_gpu and candidate.result.verdict == "no_gpu" and candidate.result.compile.ok
+
+
+def _verdict_reply(ctx: ToolContext, candidate: Candidate, became_best: bool) -> ToolReply:
+    data = _verdict_data(candidate, became_best)
+    if _is_dry_run_pass(ctx, candidate):
+        raise ToolError(f"{candidate.result.compile.feedback()}\n{DRY_RUN_NOTE}", data=data)
+    text = candidate.result.feedback()
+    if not candidate.correct:
+        raise ToolError(
+            f"{text}\n{ctx.candidates.best_line()} (kept; fix the workspace and try again)", data=data
+        )
+    standing = "this is the best verified candidate so far" if became_best else ctx.candidates.best_line()
+    return ToolReply(f"{text}\n{standing}", data=data)
+
+
+@tool(name="compile")
+def compile_workspace(ctx: ToolContext) -> ToolReply:
+    """Build your CUDA extension (binding.cpp plus kernels/*.cu and *.cpp) in the sandbox. Incremental:
+    only changed files are rebuilt. Returns the first real errors with file:line when the build fails."""
+    try:
+        result = compile_solution(
+            ctx.workspace, ctx.sandbox, arch=ctx.settings.arch, timeout=ctx.settings.compile_timeout_s
+        )
+    except ToolkitError as exc:
+        raise RunAborted("config_error", f"the CUDA toolkit cannot be used: {exc}") from exc
+    if not result.ok:
+        raise ToolError(result.feedback(), data=_compile_data(result))
+    return ToolReply(result.feedback(), data=_compile_data(result))
+
+
+@tool
+def verify(ctx: ToolContext) -> ToolReply:
+    """Check correctness: compile, then run ModelNew against the reference on fresh random inputs
+    (several trials) under the active policy. Returns the verdict and, when wrong, where and by how much."""
+    return _verdict_reply(ctx, *ctx.judge("verify", profile=False))
+
+
+@tool
+def profile(ctx: ToolContext) -> ToolReply:
+    """Verify, then time ModelNew against eager PyTorch and torch.compile (median, noise) and list which
+    kernels took the GPU time. Use it to decide what to optimize next."""
+    return _verdict_reply(ctx, *ctx.judge("profile", profile=True))
+
+
+@tool
+def submit(ctx: ToolContext, summary: str = "") -> str:
+    """Submit the workspace as it is now as your final solution. It is re-verified and timed first; a
+    workspace that fails is refused and you can keep working. Submitting ends the run.
+
+    Args:
+        summary: One or two sentences on what your kernels do and why they are fast.
+    """
+    candidate, became_best = ctx.judge("submit", profile=True)
+    book = ctx.candidates
+    if candidate.correct:
+        book.submitted = candidate
+        best = book.best
+        note = (
+            ""
+            if best is None or best is candidate or best.content_hash == candidate.content_hash
+            else f"; it is not the best verified candidate ({best.describe(book.baseline)}), which is returned"
+        )
+        raise Submitted(f"submission accepted: {candidate.result.reason}{note}", summary=summary)
+    if _is_dry_run_pass(ctx, candidate):
+        book.submitted = candidate
+        raise Submitted(
+            "accepted without verification (compile-only dry run)", summary=summary, verified=False
+        )
+    raise ToolError(
+        f"submission refused: the workspace fails re-verification.\n{candidate.result.feedback()}\n"
+        f"{book.best_line()}: it is what the run returns if no submission is accepted. "
+        "Fix the workspace and submit again.",
+        data=_verdict_data(candidate, became_best),
+    )
