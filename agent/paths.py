@@ -27,9 +27,9 @@ def prompts_dir() -> Path:
 def cache_dir() -> Path:
     """The harness's own state: baseline timings, the judge's caches, GPU gates, the experience
     library, scratch workspaces (KERNEL_AGENT_CACHE moves it). No sandbox can write here: the
-    build cache sandboxes share is a sibling (sandbox.local.default_cache_dir), one rule owned by
+    build cache sandboxes share is a sibling (sandbox.paths.default_cache_dir), one rule owned by
     the lower layer."""
-    from sandbox.local import harness_state_dir
+    from sandbox.paths import harness_state_dir
 
     path = harness_state_dir()
     path.mkdir(parents=True, exist_ok=True)

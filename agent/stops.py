@@ -21,6 +21,7 @@ RunStatus = Literal[
     "config_error",
     "interrupted",
     "error",
+    "replay_diverged",
 ]
 """How a solve run ended: the status in run_end, run.json and the batch store."""
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)

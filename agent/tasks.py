@@ -12,10 +12,11 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
+from sandbox.workers.protocol import InspectResult, TaskFailed, TaskInspected, TaskProblem
 from sandbox.workers.protocol import parse as parse_worker_result
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
@@ -26,10 +27,11 @@ _PROBLEM_ID = re.compile(r"^(\d+)[_-]")
 class TaskLoadError(Exception):
     """A task file cannot be used; the message names the file and the problem."""
 
-    def __init__(self, path: Path, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
+    def __init__(self, path: Path, problem: str, *, line: int | None = None) -> None:
+        super().__init__(f"{path}:{line}: {problem}" if line is not None else f"{path}: {problem}")
         self.path = path
         self.problem = problem
+        self.line = line
 
 
 class ArgSpec(BaseModel):
@@ -70,6 +72,9 @@ class InputSpec(BaseModel):
     init_inputs: list[ArgSpec]
     parameters: int = Field(description="number of parameter elements in Model(*init_inputs)")
     buffers: int = 0
+    built_on: str = Field(
+        default="meta", description='"meta" (shapes only, nothing allocated) or "cpu (on meta: WHY)"'
+    )
 
     def describe(self) -> str:
         return ", ".join(arg.describe() for arg in self.inputs)
@@ -97,6 +102,8 @@ class Task(BaseModel):
 def parse_task(path: Path) -> Task:
     """Read and statically check one task file without running any of it."""
     path = Path(path)
+    if path.is_dir():
+        raise TaskLoadError(path, "is a folder; give a task file (a .py defining Model)")
     if not path.is_file():
         raise TaskLoadError(path, "no such file")
     raw = path.read_bytes()
@@ -109,7 +116,7 @@ def parse_task(path: Path) -> Task:
     try:
         tree = ast.parse(text, filename=str(path))
     except SyntaxError as exc:
-        raise TaskLoadError(path, f"syntax error at line {exc.lineno}: {exc.msg}") from None
+        raise TaskLoadError(path, f"SyntaxError: {exc.msg}", line=exc.lineno) from None
     defined = _top_level_names(tree)
     missing = [name for name in REQUIRED_NAMES if name not in defined]
     if missing:
@@ -190,24 +197,25 @@ def _instantiate_collecting(tasks: list[Task], *, timeout: float) -> tuple[list[
         )
     except subprocess.TimeoutExpired:
         return [], [TaskLoadError(t.path, "the task inspector hung; try the file alone") for t in tasks]
-    result = parse_worker_result(proc.stdout)
+    result = cast("InspectResult | None", parse_worker_result(proc.stdout))
     if result is None:
         reason = _last_line(proc.stderr) or f"it exited with status {proc.returncode}"
         return [], [TaskLoadError(t.path, f"the task inspector failed: {reason}") for t in tasks]
     done: list[Task] = []
     failed: list[TaskLoadError] = []
     for task, report in zip(tasks, result["tasks"], strict=True):
-        if report["ok"]:
+        if report["ok"]:  # the reports are a forked child's JSON: pydantic checks what is in them
+            inspected = cast("TaskInspected", report)
             spec = InputSpec.model_validate(
-                {k: report[k] for k in ("inputs", "init_inputs", "parameters", "buffers")}
+                {k: v for k, v in inspected.items() if k in InputSpec.model_fields}
             )
             done.append(task.model_copy(update={"spec": spec}))
         else:
-            failed.append(TaskLoadError(task.path, _describe_failure(report["error"])))
+            failed.append(TaskLoadError(task.path, _describe_failure(cast("TaskFailed", report)["error"])))
     return done, failed
 
 
-def _describe_failure(error: dict[str, str]) -> str:
+def _describe_failure(error: TaskProblem) -> str:
     stage, message = error["stage"], error["message"]
     if message.startswith("it defines no"):
         return message

@@ -79,6 +79,11 @@ class Workspace:
             )
         return ws
 
+    def is_harness_made(self) -> bool:
+        """Whether the harness created this workspace (its manifest is there), as opposed to a bare
+        solution folder of model files only (benchmarks/solutions/...)."""
+        return (self.root / ".harness" / "workspace.json").is_file()
+
     # -- files ----------------------------------------------------------------------------
     @property
     def entry(self) -> Path:
@@ -239,6 +244,29 @@ def materialize(task: Task, path: Path) -> Solution:
         except OSError:  # another evaluation of the same content got there first
             shutil.rmtree(staging, ignore_errors=True)
     return Workspace.open(root)
+
+
+def build_copy(source: Workspace) -> Workspace:
+    """A scratch workspace under the cache holding `source`'s model files, to build a bare solution
+    folder without writing harness files into it. One per source folder: files are rewritten only
+    when they changed, so ninja rebuilds only what did."""
+    digest = hashlib.sha256(str(source.root).encode()).hexdigest()
+    root = cache_dir() / "builds" / digest[:20]
+    ws = Workspace(root)
+    if not ws.is_harness_made():
+        (root / "kernels").mkdir(parents=True, exist_ok=True)
+        ws._write_manifest({"template": DEFAULT_TEMPLATE, "source": str(source.root)})
+    files = source.model_files()
+    for rel in ws.model_files():
+        if rel not in files:
+            (root / rel).unlink()
+    for rel, text in files.items():
+        target = root / rel
+        if target.is_file() and target.read_text(encoding="utf-8", errors="replace") == text:
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    return ws
 
 
 def open_solution(path: Path) -> Solution:

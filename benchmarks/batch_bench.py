@@ -39,7 +39,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from agent.batch.config import BatchConfig, EvalOptions  # noqa: E402
+from agent.batch.config import BatchConfig, JudgingOptions  # noqa: E402
 from agent.batch.environment import gpu_inventory, versions  # noqa: E402
 from agent.batch.executors.local import LocalEvaluator  # noqa: E402
 from agent.batch.progress import LogProgress  # noqa: E402
@@ -112,7 +112,7 @@ def run_once(
         evals_per_gpu=arm.evals_per_gpu,
         concurrency=args.compile_workers + 2 * slots,  # as `agent batch` chooses by default
         compile_workers=args.compile_workers,
-        eval=EvalOptions(
+        eval=JudgingOptions(
             sandbox=args.sandbox,
             policy=args.policy,
             arch=args.arch,

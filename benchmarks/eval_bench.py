@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.referee import EvalResult, evaluate  # noqa: E402
+from agent.referee import EvalOptions, EvalResult, evaluate  # noqa: E402
 from agent.referee.baselines import BaselineCache  # noqa: E402
 from agent.tasks import load_task  # noqa: E402
 
@@ -103,13 +103,12 @@ def main() -> int:
         shutil.copy(args.solution, solution)
     cache = BaselineCache(work / "baselines.json")
     task = load_task(args.task)
-    options = dict(
-        policy=args.policy, trials=args.trials, compile_mode=args.compile_mode, baseline_cache=cache
-    )
+    options = EvalOptions(policy=args.policy, trials=args.trials, compile_mode=args.compile_mode)
 
     lines = []
     start = time.monotonic()
-    cold = evaluate(task, solution, refresh_baselines=True, **options)
+    refreshed = options.model_copy(update={"refresh_baselines": True})
+    cold = evaluate(task, solution, refreshed, baseline_cache=cache)
     results = [cold]
     lines.append(row("cold (compile + baselines)", time.monotonic() - start, cold))
     if cold.verdict != "correct":
@@ -118,7 +117,7 @@ def main() -> int:
     walls, vs_eager, vs_compile, medians = [], [], [], []
     for index in range(args.runs):
         start = time.monotonic()
-        result = evaluate(task, solution, **options)
+        result = evaluate(task, solution, options, baseline_cache=cache)
         wall = time.monotonic() - start
         results.append(result)
         lines.append(row(f"run {index + 1}", wall, result))

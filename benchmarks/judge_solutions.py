@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from agent.referee import evaluate  # noqa: E402
+from agent.referee import EvalOptions, evaluate  # noqa: E402
 from agent.tasks import load_task  # noqa: E402
 
 SOLUTIONS = REPO / "benchmarks" / "solutions"
@@ -41,14 +41,13 @@ def judge(folder: Path, args: argparse.Namespace) -> dict:
     task = load_task(TASKS / level / f"{folder.name.split('__')[0]}.py")
     want = expectation(folder)
     start = time.monotonic()
-    result = evaluate(
-        task,
-        folder,
+    options = EvalOptions(
         profile=args.profile,
         trials=args.trials,
-        run_timeout=args.run_timeout,
+        run_timeout_s=args.run_timeout,
         compile_mode="default" if args.profile else None,
     )
+    result = evaluate(task, folder, options)
     ok = result.verdict == want["verdict"]
     if ok and want["verdict"] == "compile_error" and "line" in want:
         first = result.compile.errors[0] if result.compile and result.compile.errors else None

@@ -1,17 +1,21 @@
 """The Sandbox seam: where untrusted code (everything a model wrote) builds and runs.
 
 A sandbox runs commands with a hard timeout and returns what happened; it never raises
-because a command failed. Backends register themselves by name (`local`, `docker`) and are
-opened with `open_sandbox(kind, workspace=...)`.
+because a command failed. What the host may rely on beyond that (same user and files, pinned
+GPUs, what builds depend on) each backend declares in `capabilities`. Backends register
+themselves by name (`register_sandbox`) and are opened with `open_sandbox(kind, workspace=...)`;
+this module imports none of them: the built-in ones are imported by name, when first asked for,
+from the table in sandbox/__init__.py (`BACKENDS`).
 """
 
 from __future__ import annotations
 
 import abc
-import contextlib
+import importlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -148,6 +152,38 @@ class Isolation(BaseModel):
         return f"{self.backend} sandbox; " + "; ".join(parts) + notes
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What the host may rely on about a sandbox, declared by its backend (never inferred from its
+    kind). The defaults promise nothing."""
+
+    shares_host_user: bool = False
+    """Commands run as the host's own user on the host's files, so a folder only that user may
+    enter (0o700) is still theirs. Otherwise (a container's user may be another) the referee's
+    exchange folders are opened to every user."""
+
+    pinned_gpus: tuple[str, ...] | None = None
+    """The machine's GPU ids the commands are limited to (() for none); None when they are not
+    limited to a list (all GPUs)."""
+
+    sees_gpu_gates: bool = False
+    """Commands see the host's GPU gate folder (sandbox/paths.py gpu_gate_dir), so a candidate's
+    supervisor can take its GPU's gate itself for just its timing window. Otherwise the host holds
+    the gate exclusively around the whole candidate run."""
+
+    runtime_identity: str = ""
+    """What a build inside depends on beyond the solution and the host's toolchain: the image of
+    a container, "" for commands on the host's own. Part of the build cache's key."""
+
+
+def pinned_gpu_ids(gpus: str | None) -> tuple[str, ...] | None:
+    """The `gpus` option both backends take ("all", "0", "0,1" or None) as `pinned_gpus`."""
+    if gpus is None:
+        return ()
+    ids = tuple(gpus.split(","))
+    return ids if all(part.isdigit() for part in ids) else None
+
+
 class Sandbox(abc.ABC):
     """Runs commands for one workspace.
 
@@ -188,6 +224,11 @@ class Sandbox(abc.ABC):
         """Path inside the sandbox of a worker script in sandbox/workers/."""
         return f"{self.workers_path}/{name}"
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the host may rely on (Capabilities); each backend says what it offers."""
+        return Capabilities()
+
     def isolation(self) -> Isolation:
         """What this sandbox enforces, as found when it was opened."""
         return Isolation(backend=self.kind, notes=["this backend states no isolation"])
@@ -204,11 +245,14 @@ class Sandbox(abc.ABC):
 
 
 SandboxFactory = Callable[..., Sandbox]
+_Factory = TypeVar("_Factory", bound=SandboxFactory)
 _REGISTRY: dict[str, SandboxFactory] = {}
 
 
-def register_sandbox(kind: str) -> Callable[[SandboxFactory], SandboxFactory]:
-    def decorate(factory: SandboxFactory) -> SandboxFactory:
+def register_sandbox(kind: str) -> Callable[[_Factory], _Factory]:
+    """Register a backend (a Sandbox class, or any callable that opens one) under `kind`."""
+
+    def decorate(factory: _Factory) -> _Factory:
         _REGISTRY[kind] = factory
         return factory
 
@@ -216,33 +260,44 @@ def register_sandbox(kind: str) -> Callable[[SandboxFactory], SandboxFactory]:
 
 
 def sandbox_kinds() -> list[str]:
-    _load_builtin_backends()
+    """The kinds that can be opened here: every built-in backend whose module imports, and any
+    other registered one (`auto` chooses among them)."""
+    from sandbox import BACKENDS
+
+    for kind in BACKENDS:
+        _load_backend(kind)
     return sorted(_REGISTRY)
 
 
 def open_sandbox(kind: str, *, workspace: Path, **options: object) -> Sandbox:
-    """Open a sandbox of `kind` (`local`, `docker`, or `auto`) over the host folder `workspace`."""
-    _load_builtin_backends()
-    if kind == "auto":
-        from sandbox.auto import choose_kind
+    """Open a sandbox of `kind` (`local`, `docker`, `auto`, or a registered one) over the host
+    folder `workspace`."""
+    from sandbox import BACKENDS
 
+    if kind == "auto":
         image = options.get("image")
-        kind = choose_kind(image=str(image) if image else None).kind
-    try:
-        factory = _REGISTRY[kind]
-    except KeyError:
-        raise SandboxError(
-            f"unknown sandbox {kind!r}; choose one of: {', '.join(sorted(_REGISTRY))}, auto"
-        ) from None
+        chooser = importlib.import_module(BACKENDS["auto"])
+        kind = chooser.choose_kind(image=str(image) if image else None).kind
+    factory = _REGISTRY.get(kind) or _load_backend(kind)
+    if factory is None:
+        raise SandboxError(f"unknown sandbox {kind!r}; choose one of: {', '.join(sandbox_kinds())}, auto")
     return factory(workspace=workspace, **options)
 
 
-def _load_builtin_backends() -> None:
-    # Imported for their @register_sandbox side effect.
-    import sandbox.local
+def _load_backend(kind: str) -> SandboxFactory | None:
+    """The factory of `kind`, importing a built-in backend's module (it registers itself) the
+    first time. A backend whose module needs a package that is not installed (the docker SDK is
+    optional) is not offered; an import error of our own modules is raised."""
+    from sandbox import BACKENDS
 
-    with contextlib.suppress(ImportError):  # the docker SDK is optional at run time
-        import sandbox.docker  # noqa: F401
+    module = BACKENDS.get(kind)
+    if module is not None and kind not in _REGISTRY:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            if exc.name is not None and exc.name.partition(".")[0] == "sandbox":
+                raise
+    return _REGISTRY.get(kind)
 
 
 WORKERS_DIR = Path(__file__).resolve().parent / "workers"

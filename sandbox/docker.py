@@ -26,10 +26,12 @@ import docker.errors
 from sandbox.base import (
     OUTPUT_CAP_BYTES,
     WORKERS_DIR,
+    Capabilities,
     ExecResult,
     Isolation,
     Sandbox,
     SandboxError,
+    pinned_gpu_ids,
     register_sandbox,
     returncode_from_wait_status,
 )
@@ -162,6 +164,12 @@ class DockerSandbox(Sandbox):
             config["nano_cpus"] = int(float(self.limits["cpus"]) * 1e9)
         return config
 
+    def _started(self) -> Any:
+        """The container, created and started on first use."""
+        if self.container is None:
+            self._start()
+        return self.container
+
     def _start(self) -> None:
         container = None
         try:
@@ -289,12 +297,11 @@ class DockerSandbox(Sandbox):
     def _create_exec(
         self, argv: list[str], cwd: str | None, env: Mapping[str, str] | None, stdin: bool
     ) -> str:
-        if self.container is None:
-            self._start()
+        container = self._started()
         for attempt in (1, 2):
             try:
                 created = self.client.api.exec_create(
-                    self.container.id,
+                    container.id,
                     argv,
                     stdin=stdin,
                     user=self.user,
@@ -344,9 +351,7 @@ class DockerSandbox(Sandbox):
         relative = PurePosixPath(path).relative_to(root)
         uid, _, gid = self.user.partition(":")
         archive = tar_one_file(relative, content, int(uid), int(gid or uid))
-        if self.container is None:
-            self._start()
-        if not self.container.put_archive(root, archive):
+        if not self._started().put_archive(root, archive):
             raise OSError(f"docker sandbox: cannot write {path}")
 
     def get_file(self, path: str) -> bytes:
@@ -355,10 +360,9 @@ class DockerSandbox(Sandbox):
             if not r.ok:
                 raise FileNotFoundError(f"docker sandbox: cannot read {path}: {r.stderr.strip()}")
             return base64.b64decode(r.stdout)
-        if self.container is None:
-            self._start()
+        container = self._started()
         try:
-            chunks, _ = self.container.get_archive(path)
+            chunks, _ = container.get_archive(path)
         except docker.errors.NotFound:
             raise FileNotFoundError(f"docker sandbox: no file {path} in the container") from None
         content = untar_one_file(b"".join(chunks))
@@ -367,6 +371,11 @@ class DockerSandbox(Sandbox):
         return content
 
     # -- what is enforced -----------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        # The container's user may not be the host's (`user`), and what a build depends on is the image.
+        return Capabilities(pinned_gpus=pinned_gpu_ids(self.gpus), runtime_identity=self.image)
 
     def isolation(self) -> Isolation:
         notes = [

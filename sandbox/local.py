@@ -32,16 +32,19 @@ from sandbox.base import (
     ENV_ALLOWLIST,
     OUTPUT_CAP_BYTES,
     WORKERS_DIR,
+    Capabilities,
     ExecResult,
     Isolation,
     Sandbox,
     SandboxError,
+    pinned_gpu_ids,
     register_sandbox,
     returncode_from_wait_status,
 )
 from sandbox.bwrap import bwrap_prefix
 from sandbox.cgroups import CgroupPlan, CommandCgroup, command_cgroup_name
 from sandbox.launch import launch_prefix, processes_of_uid
+from sandbox.paths import default_cache_dir, gpu_gate_dir
 from sandbox.pump import pump
 
 GiB = 1024**3
@@ -49,32 +52,6 @@ _ids = itertools.count()
 _cgroup_plan: CgroupPlan | None = None
 _TMP_PREFIX = "kernel-agent-tmp-"
 _stale_tmp_checked = False
-
-
-def cache_root() -> Path:
-    """KERNEL_AGENT_CACHE, else $XDG_CACHE_HOME/kernel-agent or ~/.cache/kernel-agent."""
-    root = os.environ.get("KERNEL_AGENT_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kernel-agent"
-    )
-    return Path(root)
-
-
-def default_cache_dir() -> Path:
-    """The build cache sandboxes share and may write (builds, toolchain, torch extensions):
-    KERNEL_AGENT_BUILD_CACHE, else `<cache root>/sandbox`. Never point it at the harness's state."""
-    override = os.environ.get("KERNEL_AGENT_BUILD_CACHE")
-    return Path(override) if override else cache_root() / "sandbox"
-
-
-def harness_state_dir() -> Path:
-    """The harness's own state (baselines, the judge's inductor cache, GPU gates, experience):
-    beside the sandbox cache, never inside it, so no candidate can write what the referee reads."""
-    return cache_root() / "harness"
-
-
-def gpu_gate_dir() -> Path:
-    """Where the GPU gate files live; sandboxes see this folder read-only (flock needs no write)."""
-    return harness_state_dir() / "gpu-locks"
 
 
 def _remove_stale_tmp_dirs() -> None:
@@ -190,6 +167,11 @@ class LocalSandbox(Sandbox):
             self._notes.append("no network namespace: unshare --net is not permitted here")
 
     # -- what is enforced -----------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        # Commands run as this process's user on the host's own paths and toolchain.
+        return Capabilities(shares_host_user=True, sees_gpu_gates=True, pinned_gpus=pinned_gpu_ids(self.gpus))
 
     def _gpu_in_use(self) -> bool:
         return bool(self._gpu_nodes)

@@ -144,7 +144,7 @@ def test_hash_changes_with_content_and_not_with_location(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("source", "problem"),
     [
-        ("x = (\n", "syntax error at line 1"),
+        ("x = (\n", "7_Bad.py:1: SyntaxError: "),
         (LEVEL1.replace("def get_inputs", "def other_inputs"), "missing `get_inputs`"),
         (LEVEL1.replace("class Model", "class Network"), "missing `Model`"),
         (LEVEL1.replace("def get_init_inputs", "def init_inputs"), "missing `get_init_inputs`"),
@@ -208,5 +208,5 @@ def test_cli_lists_tasks_and_reports_errors_without_traceback(tmp_path: Path) ->
     result = CliRunner().invoke(app, ["tasks", str(tmp_path), "--json"])
     assert result.exit_code == 1
     assert '"name": "23_Softmax"' in result.stdout
-    assert "syntax error" in result.stdout
+    assert "SyntaxError" in result.stdout and '"line": 1' in result.stdout
     assert "Traceback" not in result.output

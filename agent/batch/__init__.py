@@ -1,7 +1,7 @@
 """Batch runs over task folders: a resumable SQLite store, scheduling on GPUs, KernelBench metrics
 and reports (`agent batch`, `agent report`)."""
 
-from agent.batch.config import AttemptOutcome, BatchConfig, EvalJob, EvalOptions, SolveOutcome, WorkItem
+from agent.batch.config import AttemptOutcome, BatchConfig, EvalJob, JudgingOptions, SolveOutcome, WorkItem
 from agent.batch.metrics import Metrics, Sample, compute_metrics, fast_p, geomean_speedup, metrics_by_level
 from agent.batch.runner import BatchRunner, BatchSummary, run_batch
 from agent.batch.store import Store
@@ -12,7 +12,7 @@ __all__ = [
     "BatchRunner",
     "BatchSummary",
     "EvalJob",
-    "EvalOptions",
+    "JudgingOptions",
     "Metrics",
     "Sample",
     "SolveOutcome",

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from agent.batch.config import EvalJob, EvalOptions, SolveOutcome
+from agent.batch.config import EvalJob, JudgingOptions, SolveOutcome
 from agent.batch.executors import Evaluator
 from agent.models.base import Model
 from agent.referee.results import EvalResult
@@ -29,7 +29,7 @@ class BatchReferee:
     def __init__(
         self,
         evaluator: Evaluator,
-        options: EvalOptions,
+        options: JudgingOptions,
         *,
         holder: str = "",
         gpu_name: str | None = None,
@@ -101,11 +101,7 @@ def solve_runner(
         out=out_dir,
         budget=limits,
         sandbox=judged.sandbox,
-        policy=judged.policy,
-        arch=judged.arch,
-        trials=judged.trials,
-        compile_mode=judged.compile_mode or "none",
-        compile_timeout_s=judged.compile_timeout_s,
+        referee=judged.referee(),
         **fields,
     )
     run = solve(config, model=model, referee=referee, task=task)

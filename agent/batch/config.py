@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agent.referee.options import EvalOptions
 from agent.referee.results import EvalResult
 from agent.tasks import Task
 
@@ -19,24 +20,50 @@ AttemptStatus = Literal["running", "done", "error", "abandoned", "superseded"]
 failed (redone on the next run); abandoned: its process died; superseded: `--redo` replaced it."""
 
 
-class EvalOptions(BaseModel):
-    """How the referee judges every candidate of a batch (the same for all, so results compare)."""
+KEYED_BEFORE_EVAL_OPTIONS = frozenset(
+    {
+        "sandbox",
+        "policy",
+        "trials",
+        "profile",
+        "compile_mode",
+        "arch",
+        "device",
+        "compile_timeout_s",
+        "run_timeout_s",
+        "judge_timeout_s",
+    }
+)
+"""The judging options a batch key always names (those the batch had before agent.referee's
+EvalOptions); the others name it only when they are not their defaults, so keys stay the same."""
+
+
+class JudgingOptions(EvalOptions):
+    """How the referee judges every candidate of a batch (the same for all, so results compare):
+    the referee's options, plus the kind of sandbox every evaluation opens. Stored flat, as in the
+    batch's config JSON before the referee's options were one model."""
 
     sandbox: str = "local"
-    policy: str = "strict"
-    trials: int = 5
-    profile: bool = True
-    compile_mode: str | None = "default"
-    arch: str | None = None
-    refresh_baselines: bool = False
-    device: Literal["cuda", "cpu"] = "cuda"
-    compile_timeout_s: float = 600.0
-    run_timeout_s: float = 300.0
-    judge_timeout_s: float = 900.0
+    """Where compiles and candidates run: local, docker or auto (resolved once per batch)."""
     extra: dict[str, Any] = Field(
         default_factory=dict,
         description="passed to injected compile/judge functions (fakes in tests); not part of the batch key",
     )
+
+    def referee(self, **update: Any) -> EvalOptions:
+        """The referee's options alone (agent.referee.evaluate's), with `update` applied."""
+        fields = {name: getattr(self, name) for name in EvalOptions.model_fields}
+        return EvalOptions(**(fields | update))
+
+    def key_fields(self) -> dict[str, Any]:
+        """What of these options makes a batch "the same command" (BatchConfig.batch_key)."""
+        dumped = self.model_dump(mode="json", exclude={"refresh_baselines", "gpu_gate", "extra"})
+        defaults = JudgingOptions().model_dump(mode="json")
+        return {
+            name: value
+            for name, value in dumped.items()
+            if name in KEYED_BEFORE_EVAL_OPTIONS or value != defaults[name]
+        }
 
 
 class BatchConfig(BaseModel):
@@ -54,7 +81,7 @@ class BatchConfig(BaseModel):
     compile_workers: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1)
     executor: Literal["local", "ray"] = "local"
     address: str | None = None
-    eval: EvalOptions = Field(default_factory=EvalOptions)
+    eval: JudgingOptions = Field(default_factory=JudgingOptions)
     redo: list[str] = Field(default_factory=list)
     retry_errors: bool = True
     instantiate_tasks: bool = True
@@ -69,7 +96,7 @@ class BatchConfig(BaseModel):
     )
     gpu_lock_dir: Path | None = Field(
         default=None,
-        description="folder of the GPU gate files (default: the referee's, sandbox.local.gpu_gate_dir); "
+        description="folder of the GPU gate files (default: the referee's, sandbox.paths.gpu_gate_dir); "
         "the local sandbox shows only the default one to the processes it runs",
     )
 
@@ -80,7 +107,7 @@ class BatchConfig(BaseModel):
             "model": self.model,
             "solutions": str(self.solutions.resolve()) if self.solutions else None,
             "samples": self.samples,
-            "eval": self.eval.model_dump(mode="json", exclude={"refresh_baselines", "extra"}),
+            "eval": self.eval.key_fields(),
             "solve_options": self.solve_options,
         }
         return hashlib.sha256(json.dumps(work, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -110,7 +137,7 @@ class EvalJob(BaseModel):
 
     task: Task
     solution: Path
-    options: EvalOptions
+    options: JudgingOptions
 
 
 class SolveOutcome(BaseModel):

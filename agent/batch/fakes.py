@@ -10,7 +10,7 @@ so it survives the copies the batch makes (private workspaces, Ray's shipped fil
 
 The fake judge uses the GPU gate as the referee's processes do: `judge_s` of correctness work
 holding it shared, then `timing_s` (default 0.02) of "timing" holding it exclusively. With `log`
-in `EvalOptions.extra`, every fake judge appends {gpu, gpu_arg, gate, pid, start, end,
+in `JudgingOptions.extra`, every fake judge appends {gpu, gpu_arg, gate, pid, start, end,
 timing_start, timing_end, solution} to that file; with `probe_gate` (a gate folder) it also
 records whether that GPU's gate was held exclusively by someone else when it began and when it
 ended (`gate_held`), as the batch does for sandboxes that cannot take the gate themselves.
@@ -118,7 +118,7 @@ def _open_gate(gpu_gate: str | None, gpu: str | None) -> Iterator[GpuGate | None
         yield None
         return
     if gpu_gate == "auto":
-        from sandbox.local import gpu_gate_dir
+        from sandbox.paths import gpu_gate_dir
 
         gpu_gate = gate_path(gpu_gate_dir(), "0")
     with GpuGate(gpu_gate) as gate:

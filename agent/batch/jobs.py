@@ -42,21 +42,8 @@ def judge_job(job: EvalJob, compiled: CompileResult, gpu: str | None, gpu_gate: 
     from sandbox.base import open_sandbox
 
     solution = open_solution(job.solution)
-    options: dict[str, Any] = {"gpus": gpu} if gpu else {}
-    o = job.options
-    with open_sandbox(o.sandbox, workspace=solution.root, **options) as box:
+    pinned: dict[str, Any] = {"gpus": gpu} if gpu else {}
+    with open_sandbox(job.options.sandbox, workspace=solution.root, **pinned) as box:
         return judge_compiled(
-            job.task,
-            solution,
-            compiled,
-            sandbox=box,
-            policy=o.policy,
-            trials=o.trials,
-            profile=o.profile,
-            compile_mode=o.compile_mode,
-            refresh_baselines=o.refresh_baselines,
-            run_timeout=o.run_timeout_s,
-            judge_timeout=o.judge_timeout_s,
-            device=o.device,
-            gpu_gate=gpu_gate,
+            job.task, solution, compiled, job.options.referee(gpu_gate=gpu_gate), sandbox=box
         )

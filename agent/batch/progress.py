@@ -14,8 +14,6 @@ from rich.text import Text
 
 from agent.batch.config import AttemptOutcome, WorkItem
 
-FAILED_VERDICTS = {"compile_error", "incorrect", "policy_violation", "runtime_error", "timeout"}
-
 
 class ProgressState:
     """What both displays show; updated from the batch's worker threads."""
@@ -40,6 +38,9 @@ class ProgressState:
     def start(self, total: int, title: str) -> None:
         with self.lock:
             self.total, self.title, self.started_at = total, title, time.monotonic()
+
+    def stop(self) -> None:
+        """The batch is over: a display draws its last frame (the state alone has nothing to end)."""
 
     def skip(self, item: WorkItem) -> None:
         with self.lock:
@@ -162,8 +163,7 @@ class LogProgress(ProgressState):
 
 
 class NullProgress(ProgressState):
-    def stop(self) -> None:
-        pass
+    """Keeps the counts, shows nothing."""
 
 
 def _last_line(text: str | None) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -62,9 +63,27 @@ class BatchReport(BaseModel):
     generated_at: str
 
 
+class NothingToReport(ValueError):
+    """The selection has no batch (an unknown --batch key, a store with no batch yet): nothing is
+    printed or written, and the message says why."""
+
+
 def build_reports(store_path: Path, batch_key: str | None = None) -> list[BatchReport]:
-    with Store(store_path) as store:
-        keys = [batch_key] if batch_key else store.batch_keys()
+    """The reports of `batch_key` (default: every batch) in the store, opened read-only.
+
+    Raises StoreError for a file that is not a kernel-agent store, NothingToReport for an empty
+    selection."""
+    with Store(store_path, readonly=True) as store:
+        known = store.batch_keys()
+        if batch_key is not None and batch_key not in known:
+            listed = ", ".join(known[:5]) + (", ..." if len(known) > 5 else "")
+            raise NothingToReport(
+                f"--batch {batch_key}: no such batch in {store_path}"
+                + (f" (it holds {listed})" if known else " (it holds no batch yet)")
+            )
+        if not known:
+            raise NothingToReport(f"{store_path}: no batch recorded in this store yet")
+        keys = [batch_key] if batch_key else known
         runs = store.runs()
         return [_report(store, key, [r for r in runs if r["batch_key"] == key]) for key in keys]
 
@@ -237,20 +256,132 @@ def header_lines(report: BatchReport) -> list[str]:
     return lines
 
 
-def print_report(report: BatchReport, console: Console, *, candidates: bool = True) -> None:
+def narrow_summary_rows(report: BatchReport) -> tuple[list[str], list[list[str]]]:
+    """The headline numbers in 80 columns: rates, fast_1 and the geomean speedups, per scope."""
+    head = ["scope", "tasks", "compiled", "correct", "errors"]
+    head += [f"fast_1\n{b}" for b in BASELINES] + [f"geomean\n{b}" for b in BASELINES]
+    rows = []
+    for scope, m in report.metrics.items():
+        row = [scope, str(m.n), fmt_pct(m.compiled_rate), fmt_pct(m.correct_rate), str(m.errors)]
+        row += [fmt_pct(m.fast_p[b][p_label(1.0)]) for b in BASELINES]
+        row += [fmt_x(m.geomean[b]) for b in BASELINES]
+        rows.append(row)
+    return head, rows
+
+
+def fast_p_rows(report: BatchReport) -> tuple[list[str], list[list[str]]]:
+    """Every fast_p, one row per scope and baseline (80 columns)."""
+    head = ["scope", "vs", *[p_label(p) for p in P_VALUES]]
+    rows = [
+        [scope, b, *[fmt_pct(m.fast_p[b][p_label(p)]) for p in P_VALUES]]
+        for scope, m in report.metrics.items()
+        for b in BASELINES
+    ]
+    return head, rows
+
+
+def narrow_cost_rows(report: BatchReport) -> tuple[list[str], list[list[str]]]:
+    head = ["scope", "tokens", "usd", "gpu_s", "wall_s", "usd/task", "usd/solved"]
+    rows = [
+        [
+            scope,
+            f"{m.total.tokens:,}",
+            f"${m.total.usd:.2f}",
+            f"{m.total.gpu_s:.0f}",
+            f"{m.total.wall_s:.0f}",
+            f"${m.per_task.usd:.2f}",
+            f"${m.per_solved.usd:.2f}" if m.per_solved else "-",
+        ]
+        for scope, m in report.metrics.items()
+    ]
+    return head, rows
+
+
+def narrow_candidate_rows(report: BatchReport) -> tuple[list[str], list[list[str]]]:
+    head = ["task", "candidate", "verdict", "eager", "compile", "usd", "note"]
+    rows = [
+        [
+            (f"L{c.level} " if c.level is not None else "") + c.task,
+            c.candidate,
+            c.verdict or c.status,
+            fmt_x(c.speedup_eager),
+            fmt_x(c.speedup_compile),
+            f"${c.usd:.2f}",
+            c.error or "",
+        ]
+        for c in report.candidates
+    ]
+    return head, rows
+
+
+FLEXIBLE_COLUMNS = {"task": 28, "candidate": 20, "note": 40}
+"""The narrow tables' columns that are cut to fit (their widest), so the others never wrap."""
+
+
+def print_report(
+    report: BatchReport, console: Console, *, candidates: bool = True, wide: bool = False
+) -> None:
+    """The report as rich tables: within 80 columns (the columns that matter; every fast_p in a
+    table of its own), or every column of the markdown report with `wide`."""
     for line in header_lines(report):
         console.print(line, highlight=False)
-    for title, (head, rows) in (
-        ("KernelBench metrics (per task)", summary_rows(report)),
-        ("Cost", cost_rows(report)),
-        *((("Candidates", candidate_rows(report)),) if candidates else ()),
-    ):
-        table = Table(title=title, title_justify="left")
-        for column in head:
-            table.add_column(column, overflow="fold")
+    if wide:
+        tables = [
+            ("KernelBench metrics (per task)", summary_rows(report)),
+            ("Cost", cost_rows(report)),
+            *((("Candidates", candidate_rows(report)),) if candidates else ()),
+        ]
+    else:
+        tables = [
+            ("KernelBench metrics (per task)", narrow_summary_rows(report)),
+            ("fast_p (per task: correct and more than p times faster)", fast_p_rows(report)),
+            ("Cost", narrow_cost_rows(report)),
+            *((("Candidates", narrow_candidate_rows(report)),) if candidates else ()),
+        ]
+    for title, (head, rows) in tables:
+        if wide:
+            table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+            for column in head:
+                table.add_column(column, overflow="fold")
+        else:
+            table = Table(
+                title=title,
+                title_justify="left",
+                box=box.SIMPLE_HEAD,
+                show_edge=False,
+                padding=(0, 1, 0, 0),
+                pad_edge=False,
+            )
+            for column, width in zip(head, _fit(head, rows, console.width), strict=True):
+                # Long names and messages are cut (with an ellipsis); numbers and verdicts never wrap.
+                table.add_column(column, overflow="ellipsis", no_wrap=True, width=width)
         for row in rows:
             table.add_row(*row)
+        console.print()
         console.print(table)
+
+
+def _fit(head: list[str], rows: list[list[str]], width: int) -> list[int]:
+    """Column widths for a narrow table `width` wide: every column its natural width, less what the
+    FLEXIBLE_COLUMNS give up (never below 8) when the table would be wider."""
+    natural = [
+        max(len(line) for text in [column, *(row[i] for row in rows)] for line in text.split("\n"))
+        for i, column in enumerate(head)
+    ]
+    widths = [
+        min(n, FLEXIBLE_COLUMNS[c]) if c in FLEXIBLE_COLUMNS else n
+        for c, n in zip(head, natural, strict=True)
+    ]
+    room = width - (2 * len(head) - 1)  # a space of padding and a separator between columns
+    flexible = [i for i, c in enumerate(head) if c in FLEXIBLE_COLUMNS]
+    excess = sum(widths) - room
+    while excess > 0 and flexible:
+        widest = max(flexible, key=lambda i: widths[i])
+        if widths[widest] <= 8:
+            break
+        widths[widest] -= 1
+        excess -= 1
+    return widths
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> str:
@@ -272,9 +403,15 @@ def render_markdown(reports: list[BatchReport]) -> str:
     return "\n".join(parts)
 
 
-def write_reports(reports: list[BatchReport], out_dir: Path) -> tuple[Path, Path]:
+def write_reports(reports: list[BatchReport] | Path, out_dir: Path) -> tuple[Path, Path]:
+    """Write report.md and report.html into `out_dir` (created): the reports given, or those of
+    every batch of the store at that path. Raises NothingToReport, never writing an empty report."""
     from agent.batch.report_html import render_html
 
+    if isinstance(reports, Path):
+        reports = build_reports(reports)
+    if not reports:
+        raise NothingToReport("no batch to report: report.md and report.html were not written")
     out_dir.mkdir(parents=True, exist_ok=True)
     md, html = out_dir / "report.md", out_dir / "report.html"
     md.write_text(render_markdown(reports), encoding="utf-8")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.batch.agent_runs import BatchReferee, TaskRunner, solve_runner
-from agent.batch.config import AttemptOutcome, BatchConfig, EvalJob, EvalOptions, SolveOutcome, WorkItem
+from agent.batch.config import AttemptOutcome, BatchConfig, EvalJob, JudgingOptions, SolveOutcome, WorkItem
 from agent.batch.environment import gpu_inventory, versions
 from agent.batch.executors import Evaluator
 from agent.batch.jobs import CompileFn, JudgeFn, compile_job, judge_job
@@ -293,7 +293,7 @@ class BatchRunner:
         found = discover_solutions(self.config.solutions, tasks)
         return found.items, found.unmatched
 
-    def _options(self, task: Task) -> EvalOptions:
+    def _options(self, task: Task) -> JudgingOptions:
         """Baselines are re-timed at most once per task per batch when --refresh-baselines is given."""
         options = self.config.eval
         if options.refresh_baselines:

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 NO_GPU = "none"
 AUTO_GATE = "auto"
 """What the referee is told when the batch has no gate folder of its own: the gate of the GPU it
-uses, in the referee's default folder (sandbox.local.gpu_gate_dir)."""
+uses, in the referee's default folder (sandbox.paths.gpu_gate_dir)."""
 
 
 def visible_gpus() -> list[str]:

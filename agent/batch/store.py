@@ -34,6 +34,71 @@ class StoreError(RuntimeError):
     pass
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+STORE_TABLES = frozenset({"runs", "tasks", "attempts", "evaluations"})
+
+
+def check_store_file(path: Path) -> None:
+    """Raise StoreError (one line naming `path`) unless `path` is a kernel-agent store this version
+    can read. Opens it read-only: nothing is written, not even to a file that is not a store."""
+    path = Path(path)
+    if not path.is_file():
+        raise StoreError(f"{path}: no such file")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if not head:
+        raise StoreError(f"{path}: an empty file, not a kernel-agent store")
+    if head != SQLITE_HEADER:
+        raise StoreError(f"{path}: not an SQLite database, so not a kernel-agent store")
+    db = _connect_readonly(path)
+    try:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        if tables >= STORE_TABLES:
+            db.execute("SELECT COUNT(*) FROM runs").fetchone()
+            db.execute("SELECT COUNT(*) FROM attempts").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: a corrupt or truncated SQLite file ({exc})") from None
+    finally:
+        db.close()
+    if not tables >= STORE_TABLES or version < 1:
+        raise StoreError(f"{path}: an SQLite database, but not a kernel-agent store (no batch tables)")
+    if version > len(MIGRATIONS):
+        raise StoreError(
+            f"{path}: schema version {version} is newer than this kernel-agent "
+            f"({len(MIGRATIONS)}); upgrade kernel-agent to read it"
+        )
+
+
+def _check_header(path: Path) -> None:
+    """Raise StoreError when `path` is a non-empty file that is not SQLite at all."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if head and head != SQLITE_HEADER:
+        raise StoreError(f"{path}: not an SQLite database, so not a kernel-agent store")
+
+
+def _connect_readonly(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
+    # Without a -wal file beside it no batch is writing: `immutable` reads it without creating
+    # the -shm and -wal files that a read-only WAL connection otherwise leaves behind.
+    idle = not path.with_name(path.name + "-wal").exists()
+    uri = f"{path.resolve().as_uri().replace('file://', 'file:', 1)}?mode=ro" + (
+        "&immutable=1" if idle else ""
+    )
+    try:
+        return sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: cannot be opened as an SQLite database ({exc})") from None
+
+
 @dataclass(frozen=True)
 class Claim:
     attempt_id: int
@@ -68,23 +133,45 @@ def _start_time(pid: int) -> str:
 
 
 class Store:
-    """One connection per Store, shared by the batch's threads under a lock."""
+    """One connection per Store, shared by the batch's threads under a lock. `readonly=True`
+    (reports) opens an existing store as it is, after `check_store_file`: no migration, no writes."""
 
-    def __init__(self, path: Path, *, busy_timeout_s: float = 120.0) -> None:
+    def __init__(self, path: Path, *, busy_timeout_s: float = 120.0, readonly: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        if readonly:
+            check_store_file(self.path)
+            self._db = _connect_readonly(self.path, busy_timeout_s)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            return
+        # An empty file, or an SQLite file without tables, is a store another process is
+        # creating (`agent batch` refuses a user's empty file up front, with check_store_file).
+        _check_header(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(
             self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
         )
-        self._db.row_factory = sqlite3.Row
-        self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        mode = self._enable_wal(busy_timeout_s)
-        if str(mode).lower() != "wal":
-            raise StoreError(f"{self.path}: SQLite refused WAL mode ({mode}); is it on a network filesystem?")
-        self._db.execute("PRAGMA synchronous = NORMAL")
-        self._db.execute("PRAGMA foreign_keys = ON")
-        self.migrate()
+        try:
+            self._db.row_factory = sqlite3.Row
+            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            mode = self._enable_wal(busy_timeout_s)
+            if str(mode).lower() != "wal":
+                raise StoreError(
+                    f"{self.path}: SQLite refused WAL mode ({mode}); is it on a network filesystem?"
+                )
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            self._db.execute("PRAGMA foreign_keys = ON")
+            self.migrate()
+        except sqlite3.OperationalError:
+            self._db.close()
+            raise
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise StoreError(f"{self.path}: a corrupt or truncated SQLite file ({exc})") from None
+        except BaseException:
+            self._db.close()
+            raise
 
     def _enable_wal(self, busy_timeout_s: float) -> str:
         # Switching to WAL needs an exclusive lock, and SQLite answers "database is locked" at
@@ -128,6 +215,16 @@ class Store:
     def migrate(self) -> None:
         with self._tx() as db:
             current = int(db.execute("PRAGMA user_version").fetchone()[0])
+            if current == 0:
+                others = {
+                    r[0]
+                    for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                    if not r[0].startswith("sqlite_")
+                }
+                if others:
+                    raise StoreError(
+                        f"{self.path}: an SQLite database, but not a kernel-agent store (no batch tables)"
+                    )
             if current > len(MIGRATIONS):
                 raise StoreError(
                     f"{self.path}: schema version {current} is newer than this kernel-agent "

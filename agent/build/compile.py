@@ -8,12 +8,13 @@ good build without starting any process.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, Field
 
@@ -21,6 +22,7 @@ from agent.build.diagnostics import Diagnostic, parse_log
 from agent.build.toolkit import resolve_arch
 from agent.workspace import EXTENSION_NAME, SingleFileSolution, Solution, Workspace
 from sandbox.base import Sandbox
+from sandbox.workers.protocol import BuildResult, BuildSpec, BuiltStamp
 from sandbox.workers.protocol import parse as parse_worker_result
 
 # Host C++ here is binding glue (argument checks, a launch): -O1 halves its compile time;
@@ -69,7 +71,7 @@ def build_dir_for(solution: Solution, sandbox: Sandbox, arch: str) -> str:
     identity = json.dumps(
         [
             sandbox.kind,
-            getattr(sandbox, "image", ""),
+            sandbox.capabilities.runtime_identity,
             str(solution.root),
             solution.kind,
             arch,
@@ -93,9 +95,8 @@ def compile_solution(
         solution.restore_harness_files()
     content = solution.content_hash()
     build_dir = build_dir_for(solution, sandbox, arch_value)
-    spec = _build_spec(solution, sandbox, build_dir, extra_cuda_cflags or [])
-    spec["config_hash"] = hashlib.sha256(json.dumps([spec, arch_value]).encode()).hexdigest()
-    spec["content_hash"] = content
+    spec = _build_spec(solution, sandbox, build_dir, extra_cuda_cflags or [], content)
+    spec["config_hash"] = _config_hash(spec, arch_value)
     common = {
         "solution_kind": solution.kind,
         "content_hash": content,
@@ -104,6 +105,17 @@ def compile_solution(
         "build_dir": build_dir,
         "module_path": f"{build_dir}/{EXTENSION_NAME}.so" if isinstance(solution, Workspace) else None,
     }
+
+    syntax = _syntax_error(solution)
+    if syntax is not None:
+        return CompileResult(
+            ok=False,
+            status="compile_error",
+            duration_s=time.monotonic() - start,
+            errors=[syntax],
+            message=f"{syntax.file} does not parse",
+            **common,
+        )
 
     if _last_good_build(sandbox, build_dir) == {"content_hash": content, "config_hash": spec["config_hash"]}:
         return CompileResult(
@@ -115,7 +127,7 @@ def compile_solution(
         timeout=timeout,
         env={"TORCH_CUDA_ARCH_LIST": arch_value, "TORCH_EXTENSIONS_DIR": build_dir},
     )
-    record = parse_worker_result(outcome.stdout)
+    record = cast("BuildResult | None", parse_worker_result(outcome.stdout))
     log = (record or {}).get("log", "") + ("\n" + outcome.stderr if outcome.stderr else "")
     log_path = _save_log(solution, log, outcome.stdout)
     duration = time.monotonic() - start
@@ -153,8 +165,8 @@ def compile_solution(
             log_path=log_path,
             **common,
         )
-    stamp = json.dumps({"content_hash": content, "config_hash": spec["config_hash"]})
-    sandbox.put_file(f"{build_dir}/{BUILT_STAMP}", stamp.encode())
+    stamp: BuiltStamp = {"content_hash": content, "config_hash": spec["config_hash"]}
+    sandbox.put_file(f"{build_dir}/{BUILT_STAMP}", json.dumps(stamp).encode())
     status: CompileStatus = "up_to_date" if record.get("mode") == "up_to_date" else "built"
     return CompileResult(
         ok=True,
@@ -167,12 +179,37 @@ def compile_solution(
     )
 
 
-def _build_spec(solution: Solution, sandbox: Sandbox, build_dir: str, extra_cuda_cflags: list[str]) -> dict:
+def _syntax_error(solution: Solution) -> Diagnostic | None:
+    """The entry file's (model_new.py's, or the single file's) SyntaxError, found before building:
+    a file that does not parse never imports, whatever the build says."""
+    entry = solution.entry
+    if not entry.is_file():
+        return None
+    try:
+        ast.parse(entry.read_bytes(), filename=str(entry))
+    except SyntaxError as exc:
+        return Diagnostic(
+            file=entry.relative_to(solution.root).as_posix(),
+            line=exc.lineno,
+            column=exc.offset,
+            message=f"SyntaxError: {exc.msg}",
+        )
+    except ValueError as exc:  # null bytes
+        return Diagnostic(file=entry.name, message=f"SyntaxError: {exc}")
+    return None
+
+
+def _build_spec(
+    solution: Solution, sandbox: Sandbox, build_dir: str, extra_cuda_cflags: list[str], content_hash: str
+) -> BuildSpec:
+    """The build worker's spec; its `config_hash` is filled in from the rest (`_config_hash`)."""
     if isinstance(solution, SingleFileSolution):
         return {
             "kind": "single_file",
             "solution": _in_sandbox(solution.path, solution, sandbox),
             "build_dir": build_dir,
+            "config_hash": "",
+            "content_hash": content_hash,
         }
     return {
         "kind": "workspace",
@@ -183,14 +220,22 @@ def _build_spec(solution: Solution, sandbox: Sandbox, build_dir: str, extra_cuda
         "cflags": CFLAGS,
         "cuda_cflags": CUDA_CFLAGS + extra_cuda_cflags,
         "link_vendor_libraries": True,
+        "config_hash": "",
+        "content_hash": content_hash,
     }
+
+
+def _config_hash(spec: BuildSpec, arch: str) -> str:
+    """What build.ninja depends on: the spec without its two hashes, and the target arch."""
+    options = {k: v for k, v in spec.items() if k not in ("config_hash", "content_hash")}
+    return hashlib.sha256(json.dumps([options, arch]).encode()).hexdigest()
 
 
 def _in_sandbox(path: Path, solution: Solution, sandbox: Sandbox) -> str:
     return f"{sandbox.workspace_path}/{path.resolve().relative_to(solution.root).as_posix()}"
 
 
-def _last_good_build(sandbox: Sandbox, build_dir: str) -> dict | None:
+def _last_good_build(sandbox: Sandbox, build_dir: str) -> BuiltStamp | None:
     try:
         return json.loads(sandbox.get_file(f"{build_dir}/{BUILT_STAMP}"))
     except (OSError, ValueError, KeyError):

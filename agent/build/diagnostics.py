@@ -26,7 +26,9 @@ class Diagnostic(BaseModel):
             where += f":{self.line}"
             if self.column is not None:
                 where += f":{self.column}"
-        text = f"{where}: {self.severity}: {self.message}"
+        # A Python error names itself (model_new.py:3: SyntaxError: ...); a compiler's gets its severity.
+        named = _PY_EXC.match(self.message) or self.message.startswith("SyntaxError")
+        text = f"{where}: {self.message}" if named else f"{where}: {self.severity}: {self.message}"
         return text + ("\n" + self.context if self.context else "")
 
 
@@ -128,7 +130,17 @@ def _fallback(lines: list[str]) -> list[Diagnostic]:
         m = _PY_EXC.match(line.strip())
         if m:
             return [Diagnostic(message=f"{m.group('exc')}: {m.group('msg')}")]
+    # A configure step that failed before any compiler ran (torch rejecting TORCH_CUDA_ARCH_LIST,
+    # a missing toolkit): its first real error line, not the generic "Error building extension".
+    for line in lines:
+        if _CONFIGURE_ERROR.search(line) and not line.lstrip().startswith(("warning", "Warning", "File ")):
+            return [Diagnostic(message=line.strip()[:500])]
     for line in lines:
         if line.startswith("FAILED:") or "Error building extension" in line:
             return [Diagnostic(message=line.strip()[:500])]
     return []
+
+
+_CONFIGURE_ERROR = re.compile(
+    r"Unknown CUDA arch|not supported|No such file or directory|not found|CUDA_HOME|\berror\b", re.IGNORECASE
+)

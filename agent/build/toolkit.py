@@ -14,9 +14,11 @@ import subprocess
 from sandbox.workers.cuda_env import LinkLibrary, Toolkit, ToolkitError, find_toolkit, vendor_libraries
 
 __all__ = [
+    "KNOWN_ARCHES",
     "LinkLibrary",
     "Toolkit",
     "ToolkitError",
+    "check_arch",
     "find_toolkit",
     "normalize_arch",
     "resolve_arch",
@@ -35,6 +37,25 @@ def normalize_arch(arch: str) -> str:
             f"--arch {arch!r} is not a CUDA architecture; use a form like sm_90, sm_90a or 9.0"
         )
     return f"{match.group(1)}.{match.group(2)}{match.group(3)}"
+
+
+KNOWN_ARCHES = (
+    "3.5", "3.7", "5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6",
+    "8.7", "8.9", "9.0", "10.0", "10.1", "10.3", "10.7", "11.0", "12.0", "12.1",
+)  # fmt: skip
+"""Compute capabilities that torch's extension builder and nvcc know (torch.utils.cpp_extension's
+supported list, without importing torch); an `a`/`f` suffix is accepted on any of them."""
+
+
+def check_arch(arch: str) -> str:
+    """`normalize_arch(arch)`, refusing an architecture no toolkit builds for (sm_999)."""
+    value = normalize_arch(arch)
+    if value.rstrip("af") not in KNOWN_ARCHES:
+        known = ", ".join(f"sm_{a.replace('.', '')}" for a in KNOWN_ARCHES if float(a) >= 7.0)
+        raise ToolkitError(
+            f"--arch {arch!r} is not a CUDA architecture the toolkit knows; use one of {known}"
+        )
+    return value
 
 
 def visible_gpu_arch() -> str | None:
@@ -63,7 +84,7 @@ def visible_gpu_arch() -> str | None:
 def resolve_arch(requested: str | None) -> tuple[str, str]:
     """(TORCH_CUDA_ARCH_LIST value, how it was chosen)."""
     if requested:
-        return normalize_arch(requested), "--arch"
+        return check_arch(requested), "--arch"
     gpu = visible_gpu_arch()
     if gpu:
         return gpu, "the visible GPU"

@@ -9,24 +9,84 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-err_console = Console(stderr=True, soft_wrap=True)  # paths in messages stay whole
+from agent.cli.common import (
+    arch_option,
+    budget_option,
+    checked_options,
+    compile_mode_option,
+    err_console,
+    fail,
+    json_flag,
+    policy_option,
+    profile_option,
+    refresh_baselines_option,
+    sandbox_option,
+    trials_option,
+)
+
+WIDE_WIDTH = 240
+"""The width of `--wide` tables when the output goes to a file or a pipe."""
 
 
-def _console() -> Console:
-    """Rich's width on a terminal; wide tables when the output goes to a file or a pipe."""
+def _console(wide: bool = False) -> Console:
+    """Rich's width (the terminal's, else $COLUMNS or 80): the narrow tables fit it. `--wide`
+    tables get the terminal's width, or WIDE_WIDTH in a file or a pipe."""
     console = Console()
-    return console if console.is_terminal else Console(width=220)
+    return Console(width=WIDE_WIDTH) if wide and not console.is_terminal else console
+
+
+def _gpu_ids(gpus: str) -> list[str]:
+    """`--gpus 0,1`: comma-separated GPU indices (non-negative integers)."""
+    ids = [g.strip() for g in gpus.split(",")]
+    if not ids or any(not g.isdigit() for g in ids):
+        fail(f"--gpus {gpus!r}: give GPU indices separated by commas, e.g. 0 or 0,1")
+    return ids
+
+
+def _check_tasks(paths: list[Path]) -> None:
+    """Every task path exists and holds at least one task file."""
+    from agent.tasks import TaskLoadError, discover_task_files
+
+    for path in paths:
+        try:
+            files = discover_task_files(path)
+        except TaskLoadError:
+            fail(f"{path}: no such task file or folder")
+        if not files:
+            fail(f"{path}: no task files (*.py) in this folder")
+
+
+def _check_solutions(solutions: Path, tasks: list[Path]) -> None:
+    """`--solutions` is a folder with at least one solution that matches one of the tasks."""
+    from agent.batch.layouts import discover_solutions
+    from agent.tasks import TaskLoadError, load_folder
+
+    if not solutions.exists():
+        fail(f"--solutions {solutions}: no such folder")
+    if not solutions.is_dir():
+        fail(f"--solutions {solutions}: not a folder")
+    parsed = []
+    for path in tasks:
+        try:
+            parsed += load_folder(path, instantiate=False)[0]
+        except TaskLoadError:
+            continue
+    try:
+        found = discover_solutions(solutions, parsed)
+    except ValueError as exc:
+        fail(f"--solutions {solutions}: {exc}")
+    if not found.items:
+        what = f"{len(found.unmatched)} match none of the tasks given" if found.unmatched else "none found"
+        fail(
+            f"--solutions {solutions}: no solution to judge ({what}; expected "
+            "level_N_problem_M_sample_K_kernel.py files or levelN/<task>/model_new.py workspaces)"
+        )
 
 
 RUN = "What to run"
 JUDGE = "How candidates are judged"
 SCHED = "Scheduling"
 STORE = "Store and resume"
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
-    return typer.Exit(code)
 
 
 def batch_command(
@@ -49,22 +109,19 @@ def batch_command(
     samples: Annotated[int, typer.Option(help="Agent runs per task.", rich_help_panel=RUN)] = 1,
     budget: Annotated[
         str | None,
-        typer.Option(help="Budget of each agent run (as `agent solve --budget`).", rich_help_panel=RUN),
+        budget_option("Budget of each agent run (as `agent solve --budget`).", rich_help_panel=RUN),
     ] = None,
-    sandbox: Annotated[str, typer.Option(help="local, docker or auto.", rich_help_panel=JUDGE)] = "local",
-    policy: Annotated[str, typer.Option(help="Referee policy.", rich_help_panel=JUDGE)] = "strict",
-    trials: Annotated[int, typer.Option(help="Correctness trials.", rich_help_panel=JUDGE)] = 5,
-    profile: Annotated[
-        bool, typer.Option(help="Time candidates and baselines.", rich_help_panel=JUDGE)
-    ] = True,
+    sandbox: Annotated[str, sandbox_option("local, docker or auto.", rich_help_panel=JUDGE)] = "local",
+    policy: Annotated[str, policy_option("Referee policy.", rich_help_panel=JUDGE)] = "strict",
+    trials: Annotated[int, trials_option("Correctness trials.", rich_help_panel=JUDGE)] = 5,
+    profile: Annotated[bool, profile_option("Time candidates and baselines.", rich_help_panel=JUDGE)] = True,
     compile_mode: Annotated[
-        str, typer.Option(help="torch.compile baseline mode ('none' to skip).", rich_help_panel=JUDGE)
+        str, compile_mode_option("torch.compile baseline mode ('none' to skip).", rich_help_panel=JUDGE)
     ] = "default",
-    arch: Annotated[
-        str | None, typer.Option(help="GPU architecture to build for.", rich_help_panel=JUDGE)
-    ] = None,
+    arch: Annotated[str | None, arch_option("GPU architecture to build for.", rich_help_panel=JUDGE)] = None,
     refresh_baselines: Annotated[
-        bool, typer.Option(help="Re-time baselines (once per task).", rich_help_panel=JUDGE)
+        bool,
+        refresh_baselines_option("Re-time baselines (once per task).", negatable=True, rich_help_panel=JUDGE),
     ] = False,
     gpus: Annotated[
         str | None, typer.Option(help="GPUs to use, e.g. 0,1 (default: all visible).", rich_help_panel=SCHED)
@@ -106,38 +163,81 @@ def batch_command(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Log lines instead of the live display.")
     ] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column of the report (wider than 80).")] = False,
+    as_json: Annotated[bool, json_flag("Print the report(s) as JSON; no progress display.")] = False,
 ) -> None:
     """Run the agent on every task of some folders, or judge existing solutions, into a resumable store."""
-    from agent.batch.config import BatchConfig, EvalOptions
-    from agent.batch.progress import LiveProgress, LogProgress
-    from agent.batch.report import build_reports, print_report, write_reports
+    import json
+
+    from agent.batch.config import BatchConfig, JudgingOptions
+    from agent.batch.progress import LiveProgress, LogProgress, NullProgress, ProgressState
+    from agent.batch.report import NothingToReport, build_reports, print_report, write_reports
     from agent.batch.runner import run_batch
     from agent.batch.scheduler import visible_gpus
+    from agent.batch.store import StoreError
     from agent.build.toolkit import ToolkitError, resolve_arch
 
+    # Every input is checked before the GPU probe and before anything is created.
     if (model is None) == (solutions is None):
-        raise _fail("give exactly one of --model SPEC (run the agent) or --solutions DIR (judge solutions)")
+        fail("give exactly one of --model SPEC (run the agent) or --solutions DIR (judge solutions)")
     if executor not in ("local", "ray"):
-        raise _fail(f"--executor {executor!r}: use local or ray")
+        fail(f"--executor {executor!r}: use local or ray")
+    gpu_ids = _gpu_ids(gpus) if gpus is not None else None
+    if budget is not None:
+        from agent.budget import BudgetLimits, BudgetSpecError
+
+        try:
+            BudgetLimits().with_spec(budget)
+        except BudgetSpecError as exc:
+            fail(str(exc))
+    from sandbox.base import sandbox_kinds
+
+    kinds = sorted({*sandbox_kinds(), "auto"})
+    if sandbox not in kinds:
+        fail(f"--sandbox {sandbox!r}: choose one of {', '.join(kinds)}")
+    judging = checked_options(
+        JudgingOptions,
+        sandbox=sandbox,
+        policy=policy,
+        trials=trials,
+        profile=profile,
+        compile_mode=None if compile_mode == "none" else compile_mode,
+        arch=None,
+        refresh_baselines=refresh_baselines,
+    )
     if model is not None:
         from agent.models import ModelSpecError, check_credentials
 
         try:
             missing = check_credentials(model)
         except ModelSpecError as exc:
-            raise _fail(str(exc)) from None
+            fail(str(exc))
         if missing:
-            raise _fail(missing)
+            fail(missing)
+    _check_tasks(tasks)
+    if solutions is not None:
+        _check_solutions(solutions, tasks)
+    store_path = store or out / "store.sqlite"
+    for path, flag in ((out, "--out"), (store_path.parent, "--store")):
+        if path.exists() and not path.is_dir():
+            fail(f"{flag} {path}: exists and is not a folder")
+    if store_path.exists():
+        from agent.batch.store import StoreError, check_store_file
+
+        try:
+            check_store_file(store_path)
+        except StoreError as exc:
+            fail(str(exc))
+    # The GPU probe.
     try:
         arch_value, _ = resolve_arch(arch)
     except ToolkitError as exc:
-        raise _fail(str(exc)) from None
-    gpu_list = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else visible_gpus()
+        fail(str(exc))
+    judging = judging.model_copy(update={"arch": arch_value})
+    gpu_list = gpu_ids if gpu_ids is not None else visible_gpus()
     if not gpu_list and executor == "local":
         if model is not None:
-            raise _fail(
-                "no CUDA GPU is visible here: agent runs need one to verify and profile (or --executor ray)"
-            )
+            fail("no CUDA GPU is visible here: agent runs need one to verify and profile (or --executor ray)")
         err_console.print(
             "[yellow]no CUDA GPU is visible here: solutions are compiled, and every verdict is no_gpu "
             "(recorded as errors, redone by a rerun on a GPU machine)[/]"
@@ -157,34 +257,37 @@ def batch_command(
         solutions=solutions,
         samples=samples,
         out=out,
-        store=store or out / "store.sqlite",
+        store=store_path,
         gpus=gpu_list,
         concurrency=concurrency or default_concurrency,
         compile_workers=workers,
         evals_per_gpu=evals_per_gpu,
         executor=executor,  # type: ignore[arg-type]
         address=address,
-        eval=EvalOptions(
-            sandbox=sandbox,
-            policy=policy,
-            trials=trials,
-            profile=profile,
-            compile_mode=None if compile_mode == "none" else compile_mode,
-            arch=arch_value,
-            refresh_baselines=refresh_baselines,
-        ),
+        eval=judging,
         redo=redo or [],
         retry_errors=retry_errors,
         solve_options={"budget": budget} if budget else {},
     )
-    progress = LogProgress() if quiet else LiveProgress()
+    if as_json:
+        progress: ProgressState = NullProgress()
+    elif quiet or not err_console.is_terminal:
+        progress = LogProgress()
+    else:
+        progress = LiveProgress()
     summary = run_batch(config, progress=progress)
-    reports = build_reports(config.store, summary.batch_key)
-    console = _console()
-    for report in reports:
-        print_report(report, console, candidates=False)
-    md, html = write_reports(reports, config.out)
-    console.print(f"store: {config.store}\nreport: {md} {html}", highlight=False)
+    try:
+        reports = build_reports(config.store, summary.batch_key)
+        md, html = write_reports(reports, config.out)
+    except (StoreError, NothingToReport) as exc:
+        fail(str(exc))
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in reports], indent=2))
+    else:
+        console = _console(wide)
+        for report in reports:
+            print_report(report, console, candidates=False, wide=wide)
+        console.print(f"store: {config.store}\nreport: {md} {html}", highlight=False)
     if summary.interrupted:
         raise typer.Exit(130)
     if summary.counts.get("error"):
@@ -204,24 +307,37 @@ def report_command(
         str | None, typer.Option(help="Only this batch key (default: every batch in the store).")
     ] = None,
     candidates: Annotated[bool, typer.Option(help="Also print the per-candidate table.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
+    as_json: Annotated[bool, json_flag("Print the reports as JSON.")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column (wider than 80).")] = False,
 ) -> None:
     """Print KernelBench metrics (fast_p, geomean speedup, per level) and cost; write report.md and report.html."""
-    from agent.batch.report import build_reports, print_report, write_reports
+    import json
+
+    from agent.batch.report import NothingToReport, build_reports, print_report, write_reports
+    from agent.batch.store import StoreError
 
     path = store / "store.sqlite" if store.is_dir() else store
     if not path.is_file():
-        raise _fail(f"{path}: no batch store here (agent batch writes OUT/store.sqlite)")
-    reports = build_reports(path, batch)
-    console = _console()
+        fail(f"{path}: no batch store here (agent batch writes OUT/store.sqlite)")
+    if out is not None:
+        if out.exists() and not out.is_dir():
+            fail(f"--out {out}: exists and is not a folder")
+        if not out.exists() and not out.parent.is_dir():
+            fail(f"--out {out}: its parent folder {out.parent} does not exist")
+    try:
+        reports = build_reports(path, batch)
+    except (StoreError, NothingToReport) as exc:
+        fail(str(exc))
     if as_json:
-        import json
-
         print(json.dumps([r.model_dump(mode="json") for r in reports], indent=2))
     else:
+        console = _console(wide)
         for report in reports:
-            print_report(report, console, candidates=candidates)
-    md, html = write_reports(reports, out or path.parent)
+            print_report(report, console, candidates=candidates, wide=wide)
+    try:
+        md, html = write_reports(reports, out or path.parent)
+    except OSError as exc:
+        fail(f"{out or path.parent}: cannot write the report ({exc.strerror or exc})")
     if not as_json:
         console.print(f"wrote {md} and {html}", highlight=False)
 

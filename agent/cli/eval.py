@@ -1,22 +1,84 @@
-"""`agent eval TASK SOLUTION`: compile, verify and profile a solution; print the verdict.
+"""Judge and inspect: `agent eval TASK SOLUTION` (compile, verify and profile a solution; print the
+verdict), `agent compile SOLUTION` and `agent tasks FOLDER`. agent/cli/app.py registers them;
+`eval_app` runs `eval` alone.
 
-Register on the main app with `app.command("eval")(eval_command)`; `eval_app` runs it alone.
-Exit status: 0 correct, 1 any other verdict, 2 a usage or setup error, 3 no GPU visible (the
-compile stage still ran).
+`agent eval`'s exit status: 0 correct, 1 any other verdict, 2 a usage or setup error, 3 no GPU
+visible (the compile stage still ran).
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
-EXIT_FAILED, EXIT_USAGE, EXIT_NO_GPU = 1, 2, 3
+from agent.cli.common import EXIT_USAGE as EXIT_USAGE
+from agent.cli.common import (
+    ArchOpt,
+    JsonFlag,
+    SandboxOpt,
+    arch_option,
+    checked_options,
+    compile_mode_option,
+    console,
+    err_console,
+    fail,
+    json_flag,
+    policy_option,
+    profile_option,
+    refresh_baselines_option,
+    sandbox_option,
+    trials_option,
+)
 
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)  # paths in messages stay whole
+EXIT_FAILED, EXIT_NO_GPU = 1, 3  # and EXIT_USAGE (2), agent.cli.common's
+POLICIES = ("strict", "kernelbench")
+
+
+def _status(message: str, *, quiet: bool) -> AbstractContextManager[object]:
+    """A spinner with `message` on stderr when it is a terminal; nothing with --json or when piped."""
+    if quiet or not err_console.is_terminal:
+        return nullcontext()
+    return err_console.status(message)
+
+
+def _defines(path: Path) -> set[str]:
+    """Top-level names a .py file defines, without running it (empty when it does not parse)."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    return {node.name for node in tree.body if isinstance(node, ast.ClassDef | ast.FunctionDef)}
+
+
+def _check_eval_inputs(task: Path, solution: Path) -> None:
+    """TASK then SOLUTION, and not the other way round; both there."""
+    from agent.tasks import TaskLoadError, parse_task
+    from agent.workspace import MODEL_ENTRY
+
+    task_is_solution = (task.is_dir() and (task / MODEL_ENTRY).is_file()) or (
+        task.is_file() and "ModelNew" in _defines(task) and "Model" not in _defines(task)
+    )
+    solution_is_task = solution.is_file() and {"Model", "get_inputs"} <= _defines(solution)
+    if task_is_solution or (solution_is_task and "ModelNew" not in _defines(solution)):
+        what = (
+            f"TASK {task} looks like a solution (it defines ModelNew)"
+            if task_is_solution
+            else (f"SOLUTION {solution} looks like a task (it defines Model and get_inputs)")
+        )
+        fail(f"{what}: swap the arguments; the order is agent eval TASK SOLUTION")
+    try:
+        parse_task(task)
+    except TaskLoadError as exc:
+        fail(str(exc))
+    if not solution.exists():
+        fail(f"{solution}: no such solution (a workspace folder or a single-file .py solution)")
 
 
 def eval_command(
@@ -25,58 +87,47 @@ def eval_command(
         Path, typer.Argument(help="A workspace folder or a single-file KernelBench solution.")
     ],
     policy: Annotated[
-        str, typer.Option("--policy", help="strict (CUDA-Agent rules) or kernelbench (torch glue allowed).")
+        str, policy_option("strict (CUDA-Agent rules) or kernelbench (torch glue allowed).")
     ] = "strict",
-    trials: Annotated[
-        int, typer.Option("--trials", min=1, help="Correctness trials, fresh secret seeds each.")
-    ] = 5,
-    profile: Annotated[
-        bool, typer.Option("--profile/--no-profile", help="Time and profile after verifying.")
-    ] = True,
-    compile_mode: Annotated[
-        str, typer.Option("--compile-mode", help="torch.compile mode of the baseline; 'none' skips it.")
-    ] = "default",
-    arch: Annotated[
-        str | None, typer.Option("--arch", help="GPU architecture to build for (sm_90, 9.0, ...).")
-    ] = None,
-    sandbox: Annotated[
-        str, typer.Option("--sandbox", help="Where the candidate runs: local, docker or auto.")
-    ] = "local",
+    trials: Annotated[int, trials_option()] = 5,
+    profile: Annotated[bool, profile_option()] = True,
+    compile_mode: Annotated[str, compile_mode_option()] = "default",
+    arch: Annotated[str | None, arch_option("GPU architecture to build for (sm_90, 9.0, ...).")] = None,
+    sandbox: Annotated[str, sandbox_option("Where the candidate runs: local, docker or auto.")] = "local",
     tolerance: Annotated[
         str, typer.Option("--tolerance", help="default (atol=rtol=1e-2) or tight.")
     ] = "default",
-    refresh_baselines: Annotated[
-        bool,
-        typer.Option(
-            "--refresh-baselines", help="Re-time eager and torch.compile instead of using the cache."
-        ),
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the EvalResult as JSON.")] = False,
+    refresh_baselines: Annotated[bool, refresh_baselines_option()] = False,
+    as_json: Annotated[bool, json_flag("Print the EvalResult as JSON.")] = False,
 ) -> None:
     """Judge a solution: compile, verify on fresh secret inputs, time against eager and torch.compile."""
+    if policy not in POLICIES:
+        fail(f"--policy {policy!r}: unknown policy; choose one of {', '.join(POLICIES)}")
+    if trials < 1:
+        fail(f"--trials {trials}: give at least 1 correctness trial")
+    _check_eval_inputs(task, solution)
     from agent.build.toolkit import ToolkitError
-    from agent.referee import evaluate
+    from agent.referee import EvalOptions, evaluate
     from agent.referee.report import verdict_table
     from agent.tasks import TaskLoadError
     from agent.workspace import WorkspaceError
     from sandbox.base import SandboxError
 
+    options = checked_options(
+        EvalOptions,
+        policy=policy,
+        tolerance=tolerance,
+        trials=trials,
+        profile=profile,
+        compile_mode=compile_mode,
+        arch=arch,
+        refresh_baselines=refresh_baselines,
+    )
     try:
-        result = evaluate(
-            task,
-            solution,
-            sandbox=sandbox,
-            policy=policy,
-            tolerance=tolerance,
-            trials=trials,
-            profile=profile,
-            compile_mode=compile_mode,
-            arch=arch,
-            refresh_baselines=refresh_baselines,
-        )
+        with _status(f"judging {solution} (compile, verify, profile) ...", quiet=as_json):
+            result = evaluate(task, solution, options, sandbox=sandbox)
     except (TaskLoadError, WorkspaceError, SandboxError, ToolkitError, ValueError) as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(EXIT_USAGE) from None
+        fail(str(exc))
     if as_json:
         print(result.model_dump_json(indent=2))
     else:
@@ -93,6 +144,109 @@ def eval_command(
         raise typer.Exit(EXIT_NO_GPU)
     if not result.passed:
         raise typer.Exit(EXIT_FAILED)
+
+
+def tasks_command(
+    folder: Annotated[
+        Path, typer.Argument(help="A task file or a folder of them (e.g. KernelBench/level1).")
+    ],
+    as_json: JsonFlag = False,
+    instantiate: Annotated[bool, typer.Option(help="Run each task once to learn its input spec.")] = True,
+) -> None:
+    """List tasks with their level, hash and input spec."""
+    from agent.tasks import TaskLoadError, load_folder
+
+    try:
+        with _status(f"loading tasks from {folder} ...", quiet=as_json):
+            found, errors = load_folder(folder, instantiate=instantiate)
+    except TaskLoadError as exc:
+        fail(str(exc))
+    if not found and not errors:
+        fail(f"{folder}: no task files (*.py) in this folder")
+    if as_json:
+        import json
+
+        print(
+            json.dumps(
+                {
+                    "tasks": [t.model_dump(mode="json") for t in found],
+                    "errors": [{"path": str(e.path), "line": e.line, "problem": e.problem} for e in errors],
+                },
+                indent=2,
+            )
+        )
+    else:
+        table = Table(title=f"{len(found)} tasks in {folder}")
+        for column in ("level", "id", "name", "inputs", "params", "hash"):
+            table.add_column(column, overflow="fold")
+        for t in found:
+            table.add_row(
+                str(t.level if t.level is not None else "-"),
+                str(t.problem_id if t.problem_id is not None else "-"),
+                t.name,
+                t.spec.describe() if t.spec else "(not instantiated)",
+                f"{t.spec.parameters:,}" if t.spec else "",
+                t.sha256[:12],
+            )
+        if found:
+            console.print(table)
+        for e in errors:
+            err_console.print(f"[red]✗[/] {e}", highlight=False)
+    if errors:
+        raise typer.Exit(1)
+
+
+def compile_command(
+    solution: Annotated[
+        Path, typer.Argument(help="A workspace folder or a single-file KernelBench solution.")
+    ],
+    arch: ArchOpt = None,
+    sandbox: SandboxOpt = "local",
+    timeout: Annotated[float, typer.Option(help="Seconds before the build is killed.")] = 600,
+    as_json: JsonFlag = False,
+) -> None:
+    """Build a solution's CUDA extension and report success with timings or the first real errors.
+
+    A bare solution folder (model files only) is built from a copy under the cache, so the
+    harness files a build needs never land in it; a harness-made workspace is built in place."""
+    if not solution.exists():
+        fail(f"{solution}: no such solution (a workspace folder or a single-file .py solution)")
+    from agent.build.toolkit import ToolkitError, check_arch
+
+    if arch is not None:
+        try:
+            check_arch(arch)
+        except ToolkitError as exc:
+            fail(str(exc))
+    from agent.build.compile import compile_solution
+    from agent.workspace import Workspace, WorkspaceError, build_copy, open_solution
+    from sandbox.base import SandboxError, open_sandbox
+
+    try:
+        target = open_solution(solution)
+        if isinstance(target, Workspace) and not target.is_harness_made():
+            target = build_copy(target)
+        with (
+            _status(f"compiling {solution} ...", quiet=as_json),
+            open_sandbox(sandbox, workspace=target.root) as box,
+        ):
+            result = compile_solution(target, box, arch=arch, timeout=timeout)
+    except (WorkspaceError, SandboxError, ToolkitError) as exc:
+        fail(str(exc))
+    if as_json:
+        print(result.model_dump_json(indent=2))
+    elif result.ok:
+        console.print(f"[green]✓[/] {result.feedback()}  [dim]({result.mode}; {result.build_dir})[/]")
+        if result.arch_source.startswith("no GPU"):
+            console.print(f"[dim]{result.arch_source}[/]")
+    else:
+        console.print(f"[red]✗[/] {escape(result.feedback())}", highlight=False)
+    if not result.ok:
+        first = result.errors[0] if result.errors else None
+        if first is not None and first.file is not None:  # named as the user named it
+            where = solution if solution.is_file() else solution / first.file
+            first = first.model_copy(update={"file": str(where), "context": ""})
+        fail(f"the build failed: {first.render() if first else result.message}", code=EXIT_FAILED)
 
 
 eval_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)

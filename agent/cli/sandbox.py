@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
+from agent.cli.common import err_console, fail
 from sandbox.base import SandboxError
 
 sandbox_app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
-console = Console(stderr=True, soft_wrap=True)  # paths in messages stay whole
 
 
 def _default_tag() -> str:
@@ -42,7 +41,7 @@ def build(
     from sandbox.image import build_image
 
     tag = tag or _default_tag()
-    console.print(f"building [bold]{tag}[/bold] on {base}")
+    err_console.print(f"building [bold]{tag}[/bold] on {base}")
     try:
         image_id = build_image(
             tag,
@@ -50,12 +49,11 @@ def build(
             torch_spec=torch_spec,
             torch_index_url=torch_index_url,
             no_cache=no_cache,
-            on_progress=lambda line: console.print(line, markup=False, highlight=False),
+            on_progress=lambda line: err_console.print(line, markup=False, highlight=False),
         )
     except SandboxError as exc:
-        console.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-        raise typer.Exit(1) from None
-    console.print(f"built {tag} ({image_id[:19]})")
+        fail(str(exc), 1)
+    err_console.print(f"built {tag} ({image_id[:19]})")
     typer.echo(tag)
 
 
@@ -65,15 +63,42 @@ def info(
     image: str | None = typer.Option(
         None, "--image", help="Docker image to look for [default: as for build]."
     ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the choice, what the local sandbox enforces and the hint as JSON."
+    ),
 ) -> None:
     """Say what `--sandbox auto` would choose and what the local sandbox enforces here."""
+    import json
+    import shutil
+
     from sandbox.auto import choose_kind
     from sandbox.local import LocalSandbox
 
+    if not workspace.is_dir():
+        fail(f"--workspace {workspace}: not a folder")
     choice = choose_kind(image=image or _default_tag())
+    try:
+        with LocalSandbox(workspace=workspace) as local:
+            isolation = local.isolation()
+            described = local.describe()
+    except SandboxError as exc:
+        fail(str(exc), 1)
+    hint = None
+    if isolation.filesystem is None:
+        hint = (
+            "for filesystem isolation install bubblewrap (apt-get install bubblewrap)"
+            if shutil.which("bwrap") is None
+            else "bwrap is installed but cannot run here (it needs unprivileged user namespaces); "
+            "without it there is no filesystem isolation"
+        )
+    if as_json:
+        payload = {"auto": choice.model_dump(), "local": isolation.model_dump(mode="json"), "hint": hint}
+        typer.echo(json.dumps(payload, indent=2))
+        return
     typer.echo(f"auto: {choice}")
-    with LocalSandbox(workspace=workspace) as local:
-        typer.echo(local.describe())
+    typer.echo(described)
+    if hint:
+        typer.echo(f"hint: {hint}")
 
 
 @sandbox_app.command("cleanup")
@@ -84,6 +109,5 @@ def cleanup() -> None:
     try:
         removed = remove_leftover_containers(connect())
     except SandboxError as exc:
-        console.print(f"error: {exc}", markup=False)
-        raise typer.Exit(1) from None
+        fail(str(exc), 1)
     typer.echo(f"removed {len(removed)} container(s)" + (f": {', '.join(removed)}" if removed else ""))

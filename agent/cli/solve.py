@@ -1,7 +1,9 @@
 """`agent solve TASK.py`: the main job. Registered by agent/cli/app.py as `app.command("solve")(solve_command)`.
 
-Everything that can be refused is refused before any token is spent, in this order: a bad flag, a
-missing API key, no GPU (unless --allow-no-gpu), an unusable task or output folder.
+Everything that can be refused is refused before the GPU probe, any model call, build or write, in
+this order (the first failing check wins, one line, exit 2): a bad flag (--budget, --policy,
+--baseline, --sandbox, --arch), the --model spec, the --prices file, the task file, the --out
+folder, a missing API key; then no GPU (unless --allow-no-gpu).
 """
 
 from __future__ import annotations
@@ -9,35 +11,38 @@ from __future__ import annotations
 import datetime
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from agent.budget import BUDGET_FLAG_HELP, BudgetLimits, BudgetSpecError
+from agent.budget import BudgetLimits, BudgetSpecError
+from agent.cli.common import (
+    BudgetOpt,
+    PolicyOpt,
+    SandboxOpt,
+    arch_option,
+    checked_options,
+    console,
+    err_console,
+    fail,
+    json_flag,
+)
+from agent.models.registry import DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from agent.models.base import Model
+    from agent.referee.options import EvalOptions
     from agent.tools.candidates import Referee
 
-err_console = Console(stderr=True, soft_wrap=True)  # paths in messages stay whole
-console = Console()
-
-DEFAULT_MODEL = "anthropic:claude-sonnet-5-5"
 POLICIES = ("strict", "kernelbench")
 BASELINES = ("eager", "compile")
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(code)
-
-
-def make_referee(*, policy: str, arch: str | None, compile_mode: str) -> Referee:
+def make_referee(*, options: EvalOptions) -> Referee:
     """The referee a CLI run uses (tests replace this function to inject their own)."""
     from agent.tools.candidates import RefereeAdapter
 
-    return RefereeAdapter(policy=policy, arch=arch, compile_mode=compile_mode)
+    return RefereeAdapter(options)
 
 
 def _load_model(spec: str, prices: Path | None) -> Model:
@@ -48,28 +53,93 @@ def _load_model(spec: str, prices: Path | None) -> Model:
         try:
             return ReplayModel.from_transcript(Path(spec.removeprefix("replay:")))
         except TranscriptError as exc:
-            _fail(f"--model {spec}: {exc}")
+            fail(f"--model {spec}: {exc}")
     from agent.models import ModelError, load_prices, resolve_model
 
     try:
         return resolve_model(spec, prices=load_prices(prices) if prices else None)
     except (ModelError, ValueError, OSError) as exc:
-        _fail(f"--model {spec}: {exc}")
+        fail(f"--model {spec}: {exc}")
 
 
 def _check_credentials(spec: str) -> None:
     if spec.startswith("replay:"):
         if not Path(spec.removeprefix("replay:")).is_file():
-            _fail(f"--model {spec}: no such transcript file")
+            fail(f"--model {spec}: no such transcript file")
         return
     from agent.models import ModelSpecError, check_credentials
 
     try:
         missing = check_credentials(spec)
     except ModelSpecError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if missing:
-        _fail(f"--model {spec} needs an API key: {missing}")
+        fail(f"--model {spec} needs an API key: {missing}")
+
+
+def _check_model_spec(spec: str) -> None:
+    if spec.startswith("replay:"):
+        if not Path(spec.removeprefix("replay:")).is_file():
+            fail(f"--model {spec}: no such transcript file")
+        return
+    from agent.models import ModelSpecError, parse_model_spec
+
+    try:
+        parse_model_spec(spec)
+    except ModelSpecError as exc:
+        fail(str(exc))
+
+
+def _check_prices(prices: Path | None) -> None:
+    if prices is None:
+        return
+    from agent.models.prices import PricesFileError, load_prices
+
+    try:
+        load_prices(prices)
+    except PricesFileError as exc:
+        fail(f"--prices: {exc}")
+
+
+def _check_task(task: Path) -> None:
+    """The task file exists and parses (nothing of it runs yet)."""
+    from agent.tasks import TaskLoadError, parse_task
+
+    try:
+        parse_task(task)
+    except TaskLoadError as exc:
+        fail(str(exc))
+
+
+def _check_out(out: Path) -> None:
+    if out.is_file() or (out.exists() and not out.is_dir()):
+        fail(f"--out {out}: is a file; give a new or empty folder")
+    if out.is_dir() and any(out.iterdir()):
+        fail(f"--out {out}: the folder exists and is not empty; pick a new one")
+    parent = next((p for p in out.absolute().parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        fail(f"--out {out}: {parent} is a file, not a folder")
+
+
+def _check_sandbox(sandbox: str) -> None:
+    from sandbox.base import sandbox_kinds
+
+    if sandbox == "auto":
+        return
+    kinds = sandbox_kinds()
+    if sandbox not in kinds:
+        fail(f"--sandbox {sandbox!r}: unknown sandbox; choose one of {', '.join([*kinds, 'auto'])}")
+
+
+def _check_arch(arch: str | None) -> None:
+    if arch is None:
+        return
+    from agent.build.toolkit import ToolkitError, check_arch
+
+    try:
+        check_arch(arch)
+    except ToolkitError as exc:
+        fail(str(exc))
 
 
 def solve_command(
@@ -84,24 +154,14 @@ def solve_command(
             "or replay:TRANSCRIPT.jsonl (play back a recorded run's model turns).",
         ),
     ] = DEFAULT_MODEL,
-    budget: Annotated[
-        str | None,
-        typer.Option(
-            "--budget", help=f"Limits: {BUDGET_FLAG_HELP}. Defaults: turns=40,usd=10,wall=1h,gpu=15m."
-        ),
-    ] = None,
+    budget: BudgetOpt = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Output folder (new or empty); default runs/TASK-TIME.")
     ] = None,
-    sandbox: Annotated[
-        str, typer.Option("--sandbox", help="Where untrusted code runs: local, docker or auto.")
-    ] = "local",
-    policy: Annotated[
-        str, typer.Option("--policy", help="Referee policy: strict (no torch compute) or kernelbench.")
-    ] = "strict",
+    sandbox: SandboxOpt = "local",
+    policy: PolicyOpt = "strict",
     arch: Annotated[
-        str | None,
-        typer.Option("--arch", help="GPU architecture to build for (sm_90, 9.0); default: the visible GPU."),
+        str | None, arch_option("GPU architecture to build for (sm_90, 9.0); default: the visible GPU.")
     ] = None,
     max_turns: Annotated[
         int | None, typer.Option("--max-turns", min=1, help="Shortcut for --budget turns=N.")
@@ -124,38 +184,49 @@ def solve_command(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Log lines instead of the live status line.")
     ] = False,
+    as_json: Annotated[
+        bool, json_flag("Print the SolveResult as JSON (no status line, no log lines).")
+    ] = False,
 ) -> None:
     """Make one PyTorch module faster: an LLM writes CUDA kernels, the referee judges them, and the best
     verified solution, a report and the transcript land in the output folder."""
     try:
         limits = BudgetLimits().with_spec(budget)
     except BudgetSpecError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if max_turns is not None:
         limits = limits.model_copy(update={"turns": max_turns})
     if policy not in POLICIES:
-        _fail(f"--policy {policy!r}: choose one of {', '.join(POLICIES)}")
+        fail(f"--policy {policy!r}: choose one of {', '.join(POLICIES)}")
     if baseline not in BASELINES:
-        _fail(f"--baseline {baseline!r}: choose one of {', '.join(BASELINES)}")
+        fail(f"--baseline {baseline!r}: choose one of {', '.join(BASELINES)}")
+    _check_sandbox(sandbox)
+    _check_arch(arch)
+    _check_model_spec(model)
+    _check_prices(prices)
+    _check_task(task)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = out or Path("runs") / f"{task.stem}-{stamp}"
+    _check_out(out)
     _check_credentials(model)
 
     from agent.build.toolkit import ToolkitError
+    from agent.referee.options import EvalOptions
     from agent.run.solve import NO_GPU_MESSAGE, SolveConfig, SolveError, solve
     from agent.tasks import TaskLoadError
     from sandbox.base import SandboxError
 
-    referee = make_referee(policy=policy, arch=arch, compile_mode="default")
+    options = checked_options(EvalOptions, policy=policy, arch=arch)
+    referee = make_referee(options=options)
     if not allow_no_gpu and referee.device() is None:
-        _fail(NO_GPU_MESSAGE)
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        fail(NO_GPU_MESSAGE)
     config = SolveConfig(
         task=task,
-        out=out or Path("runs") / f"{task.stem}-{stamp}",
+        out=out,
         model=model,
         budget=limits,
         sandbox=sandbox,
-        policy=policy,
-        arch=arch,
+        referee=options,
         baseline="compile" if baseline == "compile" else "eager",
         shell=shell,
         allow_no_gpu=allow_no_gpu,
@@ -164,7 +235,11 @@ def solve_command(
     from agent.run.progress import LiveStatus, LogProgress
     from agent.run.report import best_line
 
-    if quiet or not err_console.is_terminal:
+    for name in ("httpx", "httpcore", "httpx2"):  # no `HTTP Request: POST ...` line per model call
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if as_json:
+        display = None
+    elif quiet or not err_console.is_terminal:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
         display = None
     else:
@@ -176,7 +251,12 @@ def solve_command(
             with display:
                 result = solve(config, model=agent_model, referee=referee, progress=display)
     except (SolveError, TaskLoadError, SandboxError, ToolkitError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
+    if as_json:
+        print(result.model_dump_json(indent=2))
+        if not (result.verified or result.status == "submitted_unverified"):
+            raise typer.Exit(1)
+        return
     color = "green" if result.verified else "yellow"
     console.print(f"[{color}]{result.status}[/]: {result.message}", highlight=False)
     best = best_line(result)

@@ -3,38 +3,30 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agent.cli.common import arch_option, console, fail, json_flag, sandbox_option
 from agent.transcripts.divergence import DEFAULT_RUN_TO_RUN_CV
 
 if TYPE_CHECKING:
     from agent.run.replay import ReplayReport
 
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)  # paths in messages stay whole
-
 TranscriptArg = Annotated[Path, typer.Argument(help="A transcript.jsonl written by `agent solve`.")]
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(code)
 
 
 def replay_command(
     transcript: TranscriptArg,
-    sandbox: Annotated[
-        str, typer.Option("--sandbox", help="Where the tool calls re-run: local, docker or auto.")
-    ] = "local",
+    sandbox: Annotated[str, sandbox_option("Where the tool calls re-run: local, docker or auto.")] = "local",
     arch: Annotated[
-        str | None, typer.Option("--arch", help="GPU architecture to build for; default: this machine's GPU.")
+        str | None, arch_option("GPU architecture to build for; default: this machine's GPU.")
     ] = None,
     task: Annotated[
         Path | None,
@@ -51,7 +43,7 @@ def replay_command(
         Path | None,
         typer.Option("--out", help="Folder for the replay's own run (default: a new temporary one)."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    as_json: Annotated[bool, json_flag("Print the report as JSON.")] = False,
     run_to_run_cv: Annotated[
         float,
         typer.Option(
@@ -64,34 +56,48 @@ def replay_command(
         ),
     ] = DEFAULT_RUN_TO_RUN_CV,
 ) -> None:
-    """Re-run a recorded transcript's turns on this machine and report where tool results diverge
-    (compile outcome, verdict, files, speedup beyond noise). Exit code 0: no divergence; 1: divergence."""
+    """Re-run a recorded transcript's turns on this machine and report where tool results diverge.
+
+    Compared: compile outcome, verdict, files, speedup beyond noise. Needs a GPU (except to replay a dry run).
+
+    Exit code 0: no divergence; 1: divergence; 2: it could not start."""
     from agent.run.replay import ReplayError, rejudge_final, replay_run
     from agent.run.solve import SolveError
     from agent.transcripts.divergence import NoiseRule
     from agent.transcripts.format import TranscriptError
     from sandbox.base import SandboxError
 
+    if out is not None and out.exists() and not out.is_dir():
+        fail(f"--out {out}: is a file; give a new or empty folder")
     if out is not None and out.exists() and any(out.iterdir()):
-        _fail(f"--out {out}: the folder exists and is not empty; pick a new one")
+        fail(f"--out {out}: the folder exists and is not empty; pick a new one")
     target = out or Path(tempfile.mkdtemp(prefix="agent-replay-"))
     noise = NoiseRule(run_to_run_cv=run_to_run_cv)
+    done = False
     try:
-        if final_only:
-            report = rejudge_final(transcript, out=target, sandbox=sandbox, arch=arch, task=task, noise=noise)
-        else:
-            report = replay_run(
-                transcript,
-                out=target,
-                sandbox=sandbox,
-                arch=arch,
-                task=task,
-                stop_at_first_divergence=stop_at_first_divergence,
-                noise=noise,
-            )
-    except (TranscriptError, ReplayError, SolveError, SandboxError) as exc:
-        _fail(str(exc))
-    (target / "replay.json").write_text(report.model_dump_json(indent=2))
+        try:
+            if final_only:
+                report = rejudge_final(
+                    transcript, out=target, sandbox=sandbox, arch=arch, task=task, noise=noise
+                )
+            else:
+                report = replay_run(
+                    transcript,
+                    out=target,
+                    sandbox=sandbox,
+                    arch=arch,
+                    task=task,
+                    stop_at_first_divergence=stop_at_first_divergence,
+                    noise=noise,
+                )
+        except (TranscriptError, ReplayError, SolveError, SandboxError) as exc:
+            fail(str(exc))
+        (target / "replay.json").write_text(report.model_dump_json(indent=2))
+        done = True
+    finally:
+        if out is None and not done:
+            # The temporary folder this command made holds nothing a user asked for.
+            shutil.rmtree(target, ignore_errors=True)
     if as_json:
         print(report.model_dump_json(indent=2))
     else:
@@ -142,16 +148,21 @@ def show_command(
     from agent.transcripts.show import render
     from agent.transcripts.view import build_view
 
+    if html is not None:
+        check_output_file("--html", html)
     try:
         view = build_view(load_transcript(transcript))
     except TranscriptError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if html is None:
         render(view, console, full=full)
         return
     from agent.transcripts.show_html import render_html
 
-    html.write_text(render_html(view), encoding="utf-8")
+    try:
+        html.write_text(render_html(view), encoding="utf-8")
+    except OSError as exc:
+        fail(f"--html {html}: cannot write ({exc.strerror})")
     console.print(f"wrote {html}", highlight=False)
 
 
@@ -170,16 +181,33 @@ def export_command(
     ] = None,
 ) -> None:
     """Export transcripts as training data: OpenAI chat fine-tuning JSONL or per-step RL records with rewards."""
-    from agent.transcripts.export import ExportFilter, export
+    from agent.transcripts.export import ExportFilter, export, keep
     from agent.transcripts.format import TranscriptError
     from agent.transcripts.reader import load_transcript
 
     if fmt not in ("openai-chat", "rl-steps"):
-        _fail(f"--format {fmt}: choose openai-chat or rl-steps")
+        fail(f"--format {fmt}: choose openai-chat or rl-steps")
+    check_output_file("--out", out)
     try:
         loaded = [load_transcript(path) for path in transcripts]
     except TranscriptError as exc:
-        _fail(str(exc))
+        fail(str(exc))
+    if any(path.resolve() == out.resolve() for path in transcripts):
+        fail(f"--out {out}: is one of the transcripts being exported; pick another file")
     rules = ExportFilter(only_correct=only_correct, only_faster=only_faster, min_speedup=min_speedup)
-    kept, lines = export(loaded, fmt, rules, out)  # type: ignore[arg-type]
-    console.print(f"kept {kept} of {len(loaded)} runs; wrote {lines} lines to {out}", highlight=False)
+    try:
+        kept, lines = export(loaded, fmt, rules, out)  # type: ignore[arg-type]
+    except OSError as exc:
+        fail(f"--out {out}: cannot write ({exc.strerror})")
+    unfinished = sum(1 for t in loaded if (t.truncated or not t.ended) and keep(t, rules))
+    cut = f" ({unfinished} cut off: the run did not finish)" if unfinished else ""
+    console.print(f"kept {kept} of {len(loaded)} runs{cut}; wrote {lines} lines to {out}", highlight=False)
+
+
+def check_output_file(flag: str, path: Path) -> None:
+    """Refuse an output file that cannot be written, before any work: its folder must exist and it
+    must not be a folder itself. Nothing is created."""
+    if path.is_dir():
+        fail(f"{flag} {path}: is a folder; give a file name")
+    if not path.parent.is_dir():
+        fail(f"{flag} {path}: the folder {path.parent} does not exist; create it first")

@@ -11,13 +11,13 @@ from typing import Annotated
 
 import typer
 
+from agent.cli.common import JsonFlag, SandboxOpt, arch_option, budget_option, err_console, fail, gpu_visible
+
 
 def tune_command(
     task: Annotated[Path, typer.Argument(help="The task file (class Model, get_inputs, get_init_inputs).")],
     solution: Annotated[Path, typer.Argument(help="A workspace folder with kernels/tune.json.")],
-    budget: Annotated[
-        str, typer.Option("--budget", help="Wall-clock budget, compile included: 120s, 2m, 90.")
-    ] = "120s",
+    budget: Annotated[str, budget_option("Wall-clock budget, compile included: 120s, 2m, 90.")] = "120s",
     evals: Annotated[
         int | None, typer.Option("--evals", help="Also stop after this many measured points.")
     ] = None,
@@ -48,36 +48,40 @@ def tune_command(
         Path | None,
         typer.Option("--cache-out", help="Write every measured point as a Kernel Tuner cache JSON."),
     ] = None,
-    sandbox: Annotated[
-        str, typer.Option("--sandbox", help="Where untrusted code runs: local, docker or auto.")
-    ] = "local",
-    arch: Annotated[str | None, typer.Option("--arch", help="GPU architecture to build for.")] = None,
+    sandbox: SandboxOpt = "local",
+    arch: Annotated[str | None, arch_option("GPU architecture to build for.")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every measured point.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the pydantic result as JSON.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Tune the parameters a workspace declares in kernels/tune.json within a budget."""
-    from rich.console import Console
-
     from agent.budget import parse_duration
-    from agent.tasks import TaskLoadError, load_task
+    from agent.tasks import TaskLoadError, parse_task
+    from agent.workspace import Workspace, WorkspaceError
+
+    if strategy not in ("adaptive", "random", "exhaustive"):
+        fail(f"--strategy {strategy!r}: unknown strategy; choose adaptive, random or exhaustive")
+    try:
+        seconds = parse_duration(budget)
+    except ValueError as exc:
+        fail(f"--budget {budget!r}: {exc}")
+    try:
+        parse_task(task)
+        workspace = Workspace.open(solution)
+    except (TaskLoadError, WorkspaceError) as exc:
+        fail(str(exc))
+    if not gpu_visible():
+        fail(
+            "no CUDA GPU is visible here (CUDA_VISIBLE_DEVICES hides them, or nvidia-smi lists none): "
+            "tuning measures every point on a GPU; run it on a GPU machine"
+        )
+    from agent.tasks import load_task
     from agent.tune.limits import BudgetSpec
     from agent.tune.render import render
     from agent.tune.runner import TuneOptions, run_tuning
-    from agent.workspace import Workspace, WorkspaceError
     from sandbox.base import SandboxError, open_sandbox
 
-    err = Console(stderr=True, soft_wrap=True)
-
-    def fail(message: str) -> None:
-        err.print(f"[bold red]error:[/] {message}", highlight=False)
-        raise typer.Exit(2)
-
-    if strategy not in ("adaptive", "random", "exhaustive"):
-        fail(f"unknown strategy {strategy!r}; choose adaptive, random or exhaustive")
     try:
-        seconds = parse_duration(budget)
         loaded = load_task(task)
-        workspace = Workspace.open(solution)
         options = TuneOptions(
             budget=BudgetSpec(wall_seconds=seconds, max_evals=evals, gpu_seconds=gpu_seconds),
             seed=seed,
@@ -89,12 +93,11 @@ def tune_command(
             arch=arch,
             cache_out=cache_out,
         )
-        log = (lambda line: err.print(line, highlight=False)) if verbose else None
+        log = (lambda line: err_console.print(line, highlight=False)) if verbose else None
         with open_sandbox(sandbox, workspace=workspace.root) as box:
             result = run_tuning(loaded, workspace, box, options, sandbox_kind=box.kind, log=log)
     except (ValueError, TaskLoadError, WorkspaceError, SandboxError) as exc:
         fail(str(exc))
-        return
     if as_json:
         print(result.model_dump_json(indent=2))
     else:

@@ -2,9 +2,16 @@
 
 from agent.models.base import Model, ModelError, RetryPolicy
 from agent.models.prices import PriceTable, load_prices
-from agent.models.registry import ModelSpecError, check_credentials, parse_model_spec, resolve_model
+from agent.models.registry import (
+    DEFAULT_MODEL,
+    ModelSpecError,
+    check_credentials,
+    parse_model_spec,
+    resolve_model,
+)
 
 __all__ = [
+    "DEFAULT_MODEL",
     "Model",
     "ModelError",
     "ModelSpecError",

@@ -39,6 +39,7 @@ from agent.messages import (
     UserMessage,
 )
 from agent.models.base import (
+    PROVIDER_KEY_ENV,
     Endpoint,
     ModelError,
     RetryPolicy,
@@ -48,7 +49,7 @@ from agent.models.base import (
 )
 from agent.models.prices import PriceTable, load_prices
 
-KEY_ENV = "ANTHROPIC_API_KEY"
+KEY_ENV = PROVIDER_KEY_ENV["anthropic"]
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 OPAQUE_BLOCKS = "anthropic_blocks"
 """provider_details key: blocks other than text and tool_use (thinking with its signature, ...), kept

@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
@@ -33,6 +33,11 @@ class Model(Protocol):
         *,
         max_output_tokens: int | None = None,
     ) -> ModelResponse: ...
+
+
+Provider = Literal["anthropic", "openai"]
+PROVIDER_KEY_ENV: dict[Provider, str] = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+"""The environment variable each provider's API key is read from."""
 
 
 class ModelError(Exception):
@@ -202,11 +207,11 @@ def call_with_retries(
     try:
         for attempt in retrying:
             with attempt:
-                result = send()
+                return send(), retrying.statistics["attempt_number"]
     except errors.base as exc:
         attempts = retrying.statistics.get("attempt_number", 1)
         raise errors.to_model_error(endpoint, exc, attempts) from exc
-    return result, retrying.statistics["attempt_number"]
+    raise AssertionError("tenacity ended without a result or an error")
 
 
 def _error_code(body: object) -> str | None:

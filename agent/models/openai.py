@@ -33,6 +33,7 @@ from agent.messages import (
     UserMessage,
 )
 from agent.models.base import (
+    PROVIDER_KEY_ENV,
     Endpoint,
     ModelError,
     RetryPolicy,
@@ -42,7 +43,7 @@ from agent.models.base import (
 )
 from agent.models.prices import PriceTable, load_prices
 
-KEY_ENV = "OPENAI_API_KEY"
+KEY_ENV = PROVIDER_KEY_ENV["openai"]
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 LOCAL_SERVER_PLACEHOLDER_KEY = "not-needed"
 """Sent to a base-URL server when no key is set: the SDK insists on one, most local servers ignore it."""

@@ -58,17 +58,27 @@ class PricesFileError(ValueError):
 
 
 def _read_prices_file(path: Path) -> dict[str, ModelPrice]:
+    if path.is_dir():
+        raise PricesFileError(f"cannot read prices file {path}: it is a folder; give a TOML file")
+    if not path.exists():
+        raise PricesFileError(f"cannot read prices file {path}: no such file")
     try:
         data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise PricesFileError(f"cannot read prices file {path}: {exc}") from exc
-    try:
-        return {key: ModelPrice.model_validate(entry) for key, entry in data.items()}
-    except ValidationError as exc:
-        raise PricesFileError(
-            f'bad entry in prices file {path}: each ["provider:model"] table takes input, output and '
-            f"optionally cache_read, cache_write (USD per million tokens)\n{exc}"
-        ) from exc
+    except OSError as exc:
+        raise PricesFileError(f"cannot read prices file {path}: {exc.strerror or exc}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise PricesFileError(f"cannot read prices file {path}: not TOML ({exc})") from exc
+    for key, entry in data.items():
+        try:
+            ModelPrice.model_validate(entry)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in (key, *first["loc"]))
+            raise PricesFileError(
+                f'bad entry in prices file {path}: {where}: {first["msg"]}; each ["provider:model"] table '
+                f"takes input, output and optionally cache_read, cache_write (USD per million tokens)"
+            ) from exc
+    return {key: ModelPrice.model_validate(entry) for key, entry in data.items()}
 
 
 def load_prices(path: Path | None = None) -> PriceTable:

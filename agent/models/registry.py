@@ -6,18 +6,17 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
-from agent.models import anthropic as anthropic_adapter
-from agent.models import openai as openai_adapter
-from agent.models.base import Model, ModelError, RetryPolicy, missing_key_message
+from agent.models.base import PROVIDER_KEY_ENV, Model, ModelError, Provider, RetryPolicy, missing_key_message
 from agent.models.prices import PriceTable
 
-Provider = Literal["anthropic", "openai"]
+DEFAULT_MODEL = "anthropic:claude-sonnet-5-5"
+"""The `--model` of `agent solve` when none is given (README.md shows the same)."""
+
 
 SPEC_FORMS = "anthropic:NAME, openai:NAME or openai:NAME@http://HOST:PORT/v1"
 _SPEC = re.compile(r"^(?P<provider>[a-z]+):(?P<name>[^@\s]\S*?)(?:@(?P<url>https?://\S+))?$")
-_KEY_ENV: dict[Provider, str] = {"anthropic": anthropic_adapter.KEY_ENV, "openai": openai_adapter.KEY_ENV}
+_KEY_ENV: Mapping[Provider, str] = PROVIDER_KEY_ENV
 
 
 class ModelSpecError(ValueError):
@@ -34,6 +33,14 @@ class ModelSpec:
 def parse_model_spec(spec: str) -> ModelSpec:
     """Parse `anthropic:NAME`, `openai:NAME` or `openai:NAME@URL`. NAME may hold ':' and '/'
     (`qwen2.5-coder:7b`, `Qwen/Qwen3-Coder-30B`)."""
+    provider_part, _, rest = spec.strip().partition(":")
+    if provider_part in _KEY_ENV and "@" in rest:
+        url = rest.rpartition("@")[2]
+        if not re.match(r"^https?://[^\s/]+", url):
+            raise ModelSpecError(
+                f"--model {spec!r}: {url!r} is not a URL (a server URL starts with http:// or "
+                f"https://, as in openai:NAME@http://HOST:PORT/v1)"
+            )
     match = _SPEC.match(spec.strip())
     if match is None or match["provider"] not in _KEY_ENV:
         raise ModelSpecError(f"--model {spec!r} is not a model spec; use {SPEC_FORMS}")
@@ -74,8 +81,11 @@ def resolve_model(
     missing = check_credentials(spec, env)
     if missing is not None:
         raise ModelError(missing, provider=parsed.provider, model=parsed.name)
+    # The SDKs take seconds to import: only the one a run uses is loaded, and only here.
     match parsed.provider:
         case "anthropic":
+            from agent.models import anthropic as anthropic_adapter
+
             return anthropic_adapter.AnthropicModel(
                 parsed.name,
                 anthropic_adapter.anthropic_client(timeout_s=timeout_s, env=env),
@@ -83,6 +93,8 @@ def resolve_model(
                 retry=retry,
             )
         case "openai":
+            from agent.models import openai as openai_adapter
+
             return openai_adapter.OpenAIModel(
                 parsed.name,
                 openai_adapter.openai_client(base_url=parsed.base_url, timeout_s=timeout_s, env=env),

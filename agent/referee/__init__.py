@@ -3,6 +3,7 @@
 from agent.referee.baselines import BaselineCache, BaselineKey
 from agent.referee.diff import diff_outputs, render_diff
 from agent.referee.evaluate import evaluate, judge_compiled
+from agent.referee.options import EvalOptions
 from agent.referee.policy import POLICIES, TOLERANCES, TolerancePolicy, tolerance_policy
 from agent.referee.results import (
     CorrectnessReport,
@@ -22,6 +23,7 @@ __all__ = [
     "BaselineCache",
     "BaselineKey",
     "CorrectnessReport",
+    "EvalOptions",
     "EvalResult",
     "FailureReport",
     "OutputDiff",

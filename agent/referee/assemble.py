@@ -4,7 +4,7 @@ here; a worker's record only carries observations."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Literal, cast
 
 from agent.referee.diff import output_diff, render_diff
 from agent.referee.kernels import kernel_breakdown
@@ -21,7 +21,16 @@ from agent.referee.results import (
     TrialReport,
 )
 from sandbox.workers.op_policy import unseen_by
-from sandbox.workers.protocol import derive_seed
+from sandbox.workers.protocol import (
+    CandidateRecord,
+    JudgedRecheck,
+    JudgedTrial,
+    JudgeResult,
+    RecheckRecord,
+    SupervisedRecheck,
+    TrialRecord,
+    derive_seed,
+)
 
 NOISE_FLOOR = 0.02  # run-to-run variation between processes that no in-run spread shows
 IMPLAUSIBLE_SPEEDUP = 10.0
@@ -36,37 +45,46 @@ CONSISTENT_RATIO = 0.7
 TAMPERED_RATIO = 0.4
 
 
-def _outputs(candidate: dict[str, Any], judged: dict[str, Any]) -> list[OutputDiff]:
+def _outputs(candidate: TrialRecord | RecheckRecord, judged: JudgedTrial | JudgedRecheck) -> list[OutputDiff]:
     expected = judged.get("leaves", [])
     actual = candidate.get("leaves", [])
+    records = judged.get("diffs", [])
     diffs = []
-    for index, record in enumerate(judged.get("diffs", [])):
+    for index, record in enumerate(records):
         diff = output_diff(f"output {index}", record)
-        if len(expected) == len(actual) == len(judged["diffs"]):
+        if len(expected) == len(actual) == len(records):
             want, got = expected[index], actual[index]
             diff.type_actual = got.get("type")
-            diff.device_expected, diff.device_actual = want.get("device"), got.get("device")
+            want_device, got_device = want.get("device"), got.get("device")
+            diff.device_expected, diff.device_actual = want_device, got_device
             if want.get("exact_tensor") and not got.get("exact_tensor"):
                 diff.problems = [
                     f"a {got.get('type')} where a plain torch.Tensor is expected (no subclasses)"
                 ]
                 diff.passed = False
-            elif want.get("device") and got.get("device") and want["device"] != got["device"]:
-                diff.problems.append(f"on device {got['device']} where {want['device']} is expected")
+            elif want_device and got_device and want_device != got_device:
+                diff.problems.append(f"on device {got_device} where {want_device} is expected")
                 diff.passed = False
         diffs.append(diff)
     return diffs
 
 
-def trial_report(candidate: dict[str, Any], judged: dict[str, Any], *, kind: str = "trial") -> TrialReport:
+def trial_report(
+    candidate: TrialRecord | RecheckRecord,
+    judged: JudgedTrial | JudgedRecheck,
+    *,
+    kind: Literal["trial", "timed_call"] = "trial",
+) -> TrialReport:
     problems: list[str] = []
-    if candidate.get("mutated_inputs") and not judged.get("reference_mutates_inputs"):
-        which = ", ".join(str(i) for i in candidate["mutated_inputs"])
+    mutated: list[int] = candidate.get("mutated_inputs") or []
+    if mutated and not judged.get("reference_mutates_inputs"):
+        which = ", ".join(str(i) for i in mutated)
         problems.append(
             f"the forward changed input(s) {which} in place; the reference leaves its inputs alone"
         )
-    if candidate.get("aliases") and not judged.get("reference_aliases_inputs"):
-        pairs = ", ".join(f"output {o} shares memory with input {i}" for o, i in candidate["aliases"])
+    aliases: list[tuple[int, int]] = candidate.get("aliases") or []
+    if aliases and not judged.get("reference_aliases_inputs"):
+        pairs = ", ".join(f"output {o} shares memory with input {i}" for o, i in aliases)
         problems.append(f"{pairs}; return new tensors")
     for leaf in candidate.get("changed_after_return", []):
         problems.append(
@@ -77,11 +95,11 @@ def trial_report(candidate: dict[str, Any], judged: dict[str, Any], *, kind: str
     passed = not problems and bool(outputs) and all(d.passed for d in outputs)
     return TrialReport(
         index=candidate.get("index", 0), kind=kind, passed=passed, problems=problems, outputs=outputs
-    )  # type: ignore[arg-type]
+    )
 
 
 def correctness_report(
-    cand: dict[str, Any], judge: dict[str, Any], tolerance: TolerancePolicy, trials_requested: int
+    cand: CandidateRecord, judge: JudgeResult, tolerance: TolerancePolicy, trials_requested: int
 ) -> CorrectnessReport:
     judged_trials = {t["index"]: t for t in judge.get("trials", [])}
     trials = [
@@ -112,14 +130,14 @@ def correctness_report(
     )
 
 
-def tampered_inputs(cand: dict[str, Any], judge: dict[str, Any]) -> list[int]:
+def tampered_inputs(cand: CandidateRecord, judge: JudgeResult) -> list[int]:
     """Trials whose inputs, as generated in the candidate process, differ from the judge's."""
     judged = {t["index"]: t.get("input_checksums") for t in judge.get("trials", [])}
     return [t["index"] for t in cand.get("trials", []) if judged.get(t["index"]) != t.get("input_checksums")]
 
 
 def policy_report(
-    policy: str, cand: dict[str, Any], *, forged_notes: list[str] | None = None
+    policy: str, cand: CandidateRecord, *, forged_notes: list[str] | None = None
 ) -> PolicyReport:
     ops = dict(cand.get("ops") or {})
     nested: dict[str, int] = dict(cand.get("profiler_ops") or {})
@@ -161,7 +179,7 @@ def policy_report(
     return report
 
 
-def poison_shortfall(cand: dict[str, Any]) -> str | None:
+def poison_shortfall(cand: CandidateRecord) -> str | None:
     """Why the trials cannot vouch for every output element, when the GPU was too full to poison
     the allocator with NaN: an unwritten element could then hold another process's data."""
     short = [
@@ -179,7 +197,7 @@ def poison_shortfall(cand: dict[str, Any]) -> str | None:
     )
 
 
-def supervised_rechecks(cand: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+def supervised_rechecks(cand: CandidateRecord) -> tuple[list[SupervisedRecheck], list[str]]:
     """The timed calls to recheck, as the supervisor chose them, with the seeds it handed out
     (never the candidate process's claims), and what the record gets wrong about them."""
     problems: list[str] = []
@@ -191,7 +209,10 @@ def supervised_rechecks(cand: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
     claimed = {r.get("index"): r for r in cand.get("rechecks") or [] if isinstance(r, dict)}
     planned = []
     for index in window.get("picks") or []:
-        entry = dict(claimed.get(index) or {"index": index, "file": "", "leaves": []})
+        # The child's claim may lack any key (or carry others): the host fills in what it needs.
+        entry = cast(
+            "SupervisedRecheck", dict(claimed.get(index) or {"index": index, "file": "", "leaves": []})
+        )
         entry.update(index=index, seed=derive_seed(int(window["seed"]), index))
         entry.setdefault("file", "")
         planned.append(entry)
@@ -199,18 +220,19 @@ def supervised_rechecks(cand: dict[str, Any]) -> tuple[list[dict[str, Any]], lis
 
 
 def timing_check(
-    cand: dict[str, Any], eager: TimingStats | None, compiled: TimingStats | None
+    cand: CandidateRecord, eager: TimingStats | None, compiled: TimingStats | None
 ) -> TimingCheck | None:
     """The candidate's reported times against the supervisor's clock on the same window."""
     window = (cand.get("supervisor") or {}).get("window") or {}
     timing = cand.get("timing") or {}
-    if not timing or window.get("window_ms") is None:
+    window_ms = window.get("window_ms")
+    if not timing or window_ms is None:
         return None
     if not str(timing.get("method", "")).startswith("cuda"):
         return None  # on the CPU (tests of the machinery) the loop's own cost swamps the calls
     reps = int(window.get("reps_run") or 0)
     check = TimingCheck(
-        window_ms=float(window["window_ms"]), reps=reps, reported_mean_ms=float(timing.get("mean_ms", 0.0))
+        window_ms=float(window_ms), reps=reps, reported_mean_ms=float(timing.get("mean_ms", 0.0))
     )
     if reps <= 0 or timing.get("n") != reps:
         check.consistent = False
@@ -272,7 +294,7 @@ def speedup(baseline_name: str, baseline: TimingStats, candidate: TimingStats) -
 
 
 def performance_report(
-    cand: dict[str, Any],
+    cand: CandidateRecord,
     *,
     eager: TimingStats | None,
     compiled: TimingStats | None,
@@ -284,9 +306,10 @@ def performance_report(
     bandwidth_source: str | None,
     policy: str,
 ) -> PerformanceReport | None:
-    if not cand.get("timing"):
+    timing = cand.get("timing")
+    if not timing:
         return None
-    candidate = TimingStats.model_validate(cand["timing"])
+    candidate = TimingStats.model_validate(timing)
     check = timing_check(cand, eager, compiled)
     judged = candidate
     if check is not None and not check.consistent and check.ratio:
@@ -305,9 +328,10 @@ def performance_report(
         bandwidth_gbps=bandwidth_gbps,
         bandwidth_source=bandwidth_source,  # type: ignore[arg-type]
     )
-    if cand.get("kernels") is not None:
+    kernels = cand.get("kernels")
+    if kernels is not None:
         report.kernels, report.own_kernel_share = kernel_breakdown(
-            cand["kernels"], int(cand.get("profiled_calls") or 1), own_kernels
+            kernels, int(cand.get("profiled_calls") or 1), own_kernels
         )
     if bytes_moved and bandwidth_gbps and bandwidth_gbps > 0 and not math.isnan(bandwidth_gbps):
         report.memory_floor_ms = bytes_moved / (bandwidth_gbps * 1e9) * 1e3

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from agent.paths import cache_dir
 from agent.referee.results import TimingStats
+from sandbox.workers.protocol import BaselinePart, JudgeResult
 
 
 class BaselineKey(BaseModel):
@@ -132,7 +133,7 @@ class Baselines:
         cached = {arm: None if refresh else cache.get(key) for arm, key in keys.items()}
         return cls(cache, keys, cached, compile_mode, configured_bandwidth)
 
-    def request(self, *, measure_bandwidth: bool) -> dict[str, object]:
+    def request(self, *, measure_bandwidth: bool) -> BaselinePart:
         """The judge spec's part: which arms to time (those not cached)."""
         return {
             "baselines": {
@@ -144,7 +145,7 @@ class Baselines:
             and self.cached["bandwidth"] is None,
         }
 
-    def resolve(self, judged: dict) -> None:
+    def resolve(self, judged: JudgeResult) -> None:
         """Take cached numbers, or the judge's fresh ones (and cache those)."""
         fresh = judged.get("baselines") or {}
         for arm in ("eager", "compile"):
@@ -161,6 +162,6 @@ class Baselines:
             self.bandwidth, self.bandwidth_source = self.configured_bandwidth, "configured"
         elif self.cached["bandwidth"] is not None:
             self.bandwidth, self.bandwidth_source = self.cached["bandwidth"].value, "measured"
-        elif judged.get("bandwidth_gbps"):
-            self.bandwidth, self.bandwidth_source = float(judged["bandwidth_gbps"]), "measured"
+        elif bandwidth := judged.get("bandwidth_gbps"):
+            self.bandwidth, self.bandwidth_source = float(bandwidth), "measured"
             self.cache.put(self.keys["bandwidth"], value=self.bandwidth)

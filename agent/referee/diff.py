@@ -11,11 +11,12 @@ from typing import Any
 from agent.referee.policy import TolerancePolicy, tolerance_policy
 from agent.referee.results import OutputDiff
 from sandbox.workers.compare import compare_tensors, compare_values
+from sandbox.workers.protocol import DiffRecord
 
 
-def output_diff(name: str, record: dict[str, Any]) -> OutputDiff:
+def output_diff(name: str, record: DiffRecord) -> OutputDiff:
     """An OutputDiff from a compare.py record (as the judge worker returns it)."""
-    fields = {k: v for k, v in record.items() if k in OutputDiff.model_fields}
+    fields: dict[str, Any] = {k: v for k, v in record.items() if k in OutputDiff.model_fields}
     return OutputDiff(output=name, **fields)
 
 

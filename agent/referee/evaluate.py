@@ -1,5 +1,5 @@
-"""`evaluate(task, solution)`: compile, verify, profile. The one entry point the agent's tools, the
-batch runner and `agent eval` call.
+"""`evaluate(task, solution, options)`: compile, verify, profile. The one entry point the agent's
+tools, the batch runner and `agent eval` call; `options` is agent.referee.options.EvalOptions.
 
 Stages and processes: compile (Sandbox) -> candidate worker (Sandbox; a fresh process; imports
 the candidate) -> judge (host process; never imports the candidate; started early and given
@@ -15,13 +15,14 @@ import time
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from agent.build.compile import CompileResult, compile_solution
 from agent.referee import assemble
 from agent.referee.baselines import BaselineCache, Baselines
 from agent.referee.kernels import own_kernel_names, solution_sources
-from agent.referee.policy import PolicyName, TolerancePolicy, check_policy_name, tolerance_policy
+from agent.referee.options import EvalOptions, GateOption
+from agent.referee.policy import TolerancePolicy
 from agent.referee.processes import (
     CandidateRun,
     JudgeProcess,
@@ -43,13 +44,13 @@ from agent.referee.results import (
 from agent.tasks import Task, load_task
 from agent.workspace import EXTENSION_NAME, MODEL_ENTRY, Solution, Workspace, materialize
 from sandbox.base import Sandbox, open_sandbox
-from sandbox.local import gpu_gate_dir
+from sandbox.paths import gpu_gate_dir
 from sandbox.workers.gpu_gate import GpuGate, gate_path, physical_gate_path
+from sandbox.workers.protocol import CandidateRecord, JudgeResult
 from sandbox.workers.timing import TIMING_VERSION, TimingConfig
 
 RECHECKS = 2  # timed calls whose outputs the judge rechecks
 PROFILE_CALLS = 5
-GateOption = Path | str | None | Literal["auto"]
 GPU_TEARDOWN_GRACE_S = 3.0
 
 
@@ -67,56 +68,22 @@ def host_gpu() -> DeviceInfo | None:
 def evaluate(
     task: Task | Path | str,
     solution: Solution | Path | str,
+    options: EvalOptions | None = None,
     *,
     sandbox: Sandbox | str = "local",
-    policy: PolicyName | str = "strict",
-    tolerance: str | TolerancePolicy = "default",
-    trials: int = 5,
-    profile: bool = True,
-    compile_mode: str | None = "default",
-    arch: str | None = None,
-    refresh_baselines: bool = False,
-    compile_timeout: float = 600.0,
-    run_timeout: float = 300.0,
-    judge_timeout: float = 900.0,
-    bandwidth_gbps: float | None = None,
-    device: str = "cuda",
     baseline_cache: BaselineCache | None = None,
-    timing: TimingConfig | None = None,
-    gpu_gate: GateOption = "auto",
 ) -> EvalResult:
-    """Judge `solution` against `task`. `device="cpu"` exists for tests of the machinery only.
-
-    `gpu_gate`: the GPU's gate file (`"auto"`: the one of the GPU this evaluation uses), which the
-    referee's processes hold shared while they check and exclusively while they time, so that
-    evaluations may share a GPU; None when the caller keeps the GPU to itself."""
+    """Judge `solution` against `task` with `options` (agent.referee.options.EvalOptions; default:
+    its defaults). `sandbox`: a Sandbox, or the kind of one to open (and close) for this call."""
     started = time.monotonic()
-    check_policy_name(policy)
-    tolerance_policy(tolerance)
+    options = options or EvalOptions()
     task = task if isinstance(task, Task) else load_task(Path(task))
     target = materialize(task, Path(solution)) if isinstance(solution, str | Path) else solution
     box = open_sandbox(sandbox, workspace=target.root) if isinstance(sandbox, str) else sandbox
     try:
-        compiled = compile_solution(target, box, arch=arch, timeout=compile_timeout)
+        compiled = compile_solution(target, box, arch=options.arch, timeout=options.compile_timeout_s)
         return judge_compiled(
-            task,
-            target,
-            compiled,
-            sandbox=box,
-            policy=policy,
-            tolerance=tolerance,
-            trials=trials,
-            profile=profile,
-            compile_mode=compile_mode,
-            refresh_baselines=refresh_baselines,
-            run_timeout=run_timeout,
-            judge_timeout=judge_timeout,
-            bandwidth_gbps=bandwidth_gbps,
-            device=device,
-            baseline_cache=baseline_cache,
-            timing=timing,
-            gpu_gate=gpu_gate,
-            started=started,
+            task, target, compiled, options, sandbox=box, baseline_cache=baseline_cache, started=started
         )
     finally:
         if isinstance(sandbox, str):
@@ -127,31 +94,21 @@ def judge_compiled(
     task: Task,
     solution: Solution,
     compiled: CompileResult,
+    options: EvalOptions | None = None,
     *,
     sandbox: Sandbox,
-    policy: PolicyName | str = "strict",
-    tolerance: str | TolerancePolicy = "default",
-    trials: int = 5,
-    profile: bool = True,
-    compile_mode: str | None = "default",
-    refresh_baselines: bool = False,
-    run_timeout: float = 300.0,
-    judge_timeout: float = 900.0,
-    bandwidth_gbps: float | None = None,
-    device: str = "cuda",
     baseline_cache: BaselineCache | None = None,
-    timing: TimingConfig | None = None,
-    gpu_gate: GateOption = "auto",
     started: float | None = None,
 ) -> EvalResult:
-    """Verify and profile a solution that `compile_solution` built (the part after compile)."""
+    """Verify and profile a solution that `compile_solution` built (the part after compile).
+    `options.arch` and `options.compile_timeout_s` were the build's; `started`: when the
+    evaluation began (its total time counts from there)."""
     started = started if started is not None else time.monotonic()
-    policy = check_policy_name(policy)
-    tolerances = tolerance_policy(tolerance)
-    if trials < 1:
-        raise ValueError("trials must be at least 1")
-    compile_mode = None if compile_mode in (None, "", "none") else compile_mode
-    timing = timing or TimingConfig()
+    options = options or EvalOptions()
+    policy, trials, profile, device = options.policy, options.trials, options.profile, options.device
+    tolerances = options.tolerances()
+    compile_mode = options.baseline_compile_mode()
+    timing = options.timing or TimingConfig()
     result = EvalResult(
         task=TaskRef(
             name=task.name,
@@ -189,8 +146,8 @@ def judge_compiled(
     seeds = Seeds.fresh(trials)
     exchange = open_exchange(solution, sandbox)
     judge = JudgeProcess()
-    gate = _gate_file(gpu_gate, sandbox, device)
-    inner_gate, outer_gate = gate_holders(gate, sandbox.kind)
+    gate = _gate_file(options.gpu_gate, sandbox, device)
+    inner_gate, outer_gate = gate_holders(gate, sees_gates=sandbox.capabilities.sees_gpu_gates)
     try:
         spec = _task_spec(task, device, seeds) | {
             "solution": _solution_spec(solution, compiled, sandbox),
@@ -206,7 +163,7 @@ def judge_compiled(
         if solution.kind == "single_file":
             env["TORCH_EXTENSIONS_DIR"] = compiled.build_dir
         with _exclusive(outer_gate):
-            run = run_candidate(sandbox, spec, exchange, timeout=run_timeout, env=env)
+            run = run_candidate(sandbox, spec, exchange, timeout=options.run_timeout_s, env=env)
         if gate is not None and (run.result.timed_out or run.result.signal is not None):
             # A killed candidate's kernels can outlive its process, and so its hold on the gate,
             # until the driver tears its context down (seen on the H200: timings taken right
@@ -217,7 +174,7 @@ def judge_compiled(
         result.stage_times.candidate_stages = _stage_durations(run.record, run.result.duration_s)
         if run.record is None or not run.record.get("done"):
             judge.abandon()
-            verdict, result.failure = candidate_failure(run, run_timeout)
+            verdict, result.failure = candidate_failure(run, options.run_timeout_s)
             return done(verdict, result.failure.message)
         cand = run.record
         rechecks, record_problems = assemble.supervised_rechecks(cand)
@@ -235,8 +192,8 @@ def judge_compiled(
             torch=gpu.torch,
             compile_mode=compile_mode,
             timing=json.dumps({**timing.to_dict(), "version": TIMING_VERSION}, sort_keys=True),
-            refresh=refresh_baselines,
-            configured_bandwidth=bandwidth_gbps,
+            refresh=options.refresh_baselines,
+            configured_bandwidth=options.bandwidth_gbps,
         )
         judge_spec = _task_spec(task, device, seeds) | {
             "exchange_dir": str(exchange.host_dir),
@@ -248,7 +205,7 @@ def judge_compiled(
         }
         if profile:
             judge_spec |= baselines.request(measure_bandwidth=device != "cpu")
-        judged, judge_exec = judge.run(judge_spec, timeout=judge_timeout)
+        judged, judge_exec = judge.run(judge_spec, timeout=options.judge_timeout_s)
         result.stage_times.judge_s = judge_exec.duration_s
         if judged is None or not judged.get("ok"):
             failure = (judged or {}).get("failure") or {}
@@ -273,8 +230,8 @@ def judge_compiled(
 
 def _conclude(
     result: EvalResult,
-    cand: dict[str, Any],
-    judged: dict[str, Any],
+    cand: CandidateRecord,
+    judged: JudgeResult,
     run: CandidateRun,
     tolerances: TolerancePolicy,
     trials: int,
@@ -327,7 +284,7 @@ def _conclude(
     return "correct", assemble.correct_reason(result.correctness, result.performance)
 
 
-def _stage_durations(record: dict[str, Any] | None, total_s: float) -> dict[str, float]:
+def _stage_durations(record: CandidateRecord | None, total_s: float) -> dict[str, float]:
     stages = ((record or {}).get("supervisor") or {}).get("stages") or []
     durations: dict[str, float] = {}
     for index, (name, at) in enumerate(stages):
@@ -343,23 +300,25 @@ def _gate_file(option: GateOption, sandbox: Sandbox, device: str) -> str | None:
     if option != "auto":
         path = Path(option)
     else:
-        gpus = getattr(sandbox, "gpus", None)  # a physical id when the sandbox pins one GPU
-        pinned = isinstance(gpus, str) and gpus.isdigit()
-        path = Path(physical_gate_path(gpu_gate_dir(), gpus) if pinned else gate_path(gpu_gate_dir(), "0"))
+        gpus = sandbox.capabilities.pinned_gpus  # the machine's ids: when just one, that GPU's gate
+        if gpus is not None and len(gpus) == 1:
+            path = Path(physical_gate_path(gpu_gate_dir(), gpus[0]))
+        else:
+            path = Path(gate_path(gpu_gate_dir(), "0"))
     path.parent.mkdir(parents=True, exist_ok=True)
     for name in (path, path.with_name(path.name + ".turn")):
         name.touch(exist_ok=True)
     return str(path)
 
 
-def gate_holders(gate: str | None, sandbox_kind: str) -> tuple[str | None, str | None]:
+def gate_holders(gate: str | None, *, sees_gates: bool) -> tuple[str | None, str | None]:
     """(the gate the candidate's supervisor takes, the gate the host holds exclusively around the
     candidate run). A local sandbox shows its processes the gate folder; a container cannot see
     it, so there the host keeps the GPU to the candidate for its whole run: slower to share,
     never timed alongside other work."""
     if gate is None:
         return None, None
-    return (gate, None) if sandbox_kind == "local" else (None, gate)
+    return (gate, None) if sees_gates else (None, gate)
 
 
 @contextlib.contextmanager

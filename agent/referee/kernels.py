@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from agent.referee.results import KernelTime
 from agent.workspace import Solution, Workspace
+from sandbox.workers.protocol import KernelRow
 
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^()]*(?:\([^()]*\)[^()]*)*\)")
 _GLOBAL = re.compile(r"__global__\b[^(;{}]*?(\w+)\s*\(")
@@ -79,7 +80,9 @@ def kernel_origin(profiled: str, own: set[str]) -> str:
     return "other"
 
 
-def kernel_breakdown(raw: list[list], calls: int, own: set[str]) -> tuple[list[KernelTime], float | None]:
+def kernel_breakdown(
+    raw: list[KernelRow], calls: int, own: set[str]
+) -> tuple[list[KernelTime], float | None]:
     """Per-forward kernel times, largest first, and the share of device time in own kernels."""
     total = sum(float(us) for _name, _count, us in raw)
     rows = [

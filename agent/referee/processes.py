@@ -26,13 +26,22 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agent.paths import cache_dir
 from agent.referee.results import FailureReport
 from agent.workspace import Solution
 from sandbox.base import WORKERS_DIR, ExecResult, Sandbox
-from sandbox.workers.protocol import RESULT_MARKER, parse
+from sandbox.workers.protocol import (
+    RESULT_MARKER,
+    CandidateRecord,
+    CandidateRequest,
+    CandidateSpec,
+    JudgeResult,
+    JudgeSpec,
+    SignedRecord,
+    parse,
+)
 
 EXCHANGE_DIR = ".referee"
 STALE_AFTER_S = 24 * 3600
@@ -77,7 +86,7 @@ def open_exchange(solution: Solution, sandbox: Sandbox) -> Exchange:
     host_dir = base / run_id
     host_dir.mkdir()
     # A container's user may not be ours: there the folder must be writable to it.
-    host_dir.chmod(0o700 if sandbox.kind == "local" else 0o777)
+    host_dir.chmod(0o700 if sandbox.capabilities.shares_host_user else 0o777)
     return Exchange(
         host_dir=host_dir, box_dir=f"{sandbox.workspace_path}/{EXCHANGE_DIR}/{run_id}", run_id=run_id
     )
@@ -86,7 +95,7 @@ def open_exchange(solution: Solution, sandbox: Sandbox) -> Exchange:
 @dataclass
 class CandidateRun:
     result: ExecResult
-    record: dict[str, Any] | None
+    record: CandidateRecord | None
     problem: str = ""  # why there is no usable record
     forged: bool = False
     last_stage: str = "start"
@@ -94,10 +103,16 @@ class CandidateRun:
 
 
 def run_candidate(
-    sandbox: Sandbox, spec: dict[str, Any], exchange: Exchange, *, timeout: float, env: dict[str, str]
+    sandbox: Sandbox,
+    spec: CandidateSpec | dict[str, Any],  # evaluate.judge_compiled builds it as a plain dict
+    exchange: Exchange,
+    *,
+    timeout: float,
+    env: dict[str, str],
 ) -> CandidateRun:
     key = secrets.token_bytes(32)
-    stdin = json.dumps({**spec, "key": key.hex(), "run_id": exchange.run_id}).encode()
+    request: CandidateRequest = {**cast("CandidateSpec", spec), "key": key.hex(), "run_id": exchange.run_id}
+    stdin = json.dumps(request).encode()
     result = sandbox.exec(
         [sandbox.python, "-I", sandbox.worker("candidate.py")], timeout=timeout, env=env, stdin=stdin
     )
@@ -117,10 +132,10 @@ def run_candidate(
     return run
 
 
-def read_record(path: Path, key: bytes, run_id: str) -> tuple[dict[str, Any] | None, str, bool]:
+def read_record(path: Path, key: bytes, run_id: str) -> tuple[CandidateRecord | None, str, bool]:
     """(body, problem, forged): the body only when the signature and the run id check out."""
     try:
-        wrapper = json.loads(path.read_text())
+        wrapper: SignedRecord = json.loads(path.read_text())
         payload, mac = wrapper["body"], wrapper["mac"]
         if not isinstance(payload, str) or not isinstance(mac, str):
             raise TypeError("body and mac must be strings")
@@ -131,7 +146,7 @@ def read_record(path: Path, key: bytes, run_id: str) -> tuple[dict[str, Any] | N
     expected = hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
     if not hmac.compare_digest(mac, expected):
         return None, "its completion record failed authentication (forged)", True
-    body = json.loads(payload)
+    body: CandidateRecord = json.loads(payload)
     if body.get("run_id") != run_id:
         return None, "its completion record belongs to another run (replayed)", True
     return body, "", False
@@ -165,7 +180,12 @@ class JudgeProcess:
             env=env,
         )
 
-    def run(self, spec: dict[str, Any], *, timeout: float) -> tuple[dict[str, Any] | None, ExecResult]:
+    def run(
+        self,
+        spec: JudgeSpec | dict[str, Any],  # evaluate.judge_compiled builds it as a plain dict
+        *,
+        timeout: float,
+    ) -> tuple[JudgeResult | None, ExecResult]:
         start = time.monotonic()
         timed_out = False
         try:
@@ -182,7 +202,7 @@ class JudgeProcess:
             duration_s=time.monotonic() - start,
             timed_out=timed_out,
         )
-        return parse(result.stdout), result
+        return cast("JudgeResult | None", parse(result.stdout)), result
 
     def abandon(self) -> None:
         self._kill()
@@ -205,8 +225,8 @@ def candidate_failure(run: CandidateRun, timeout: float) -> tuple[str, FailureRe
     """(verdict, failure) for a candidate worker that left no complete record."""
     r, stage = run.result, run.last_stage
     detail = stderr_tail(r.stderr)
-    if run.record is not None and run.record.get("failure"):
-        failure = run.record["failure"]
+    failure = run.record.get("failure") if run.record is not None else None
+    if failure:
         kind = failure.get("kind", "exception")
         where = failure.get("stage", stage)
         verdict = {"input_tampering": "policy_violation", "no_gpu": "no_gpu"}.get(kind, "runtime_error")

@@ -19,7 +19,6 @@ Verdict = Literal[
     "no_gpu",
     "referee_error",
 ]
-FAILED_VERDICTS = frozenset({"incorrect", "policy_violation", "compile_error", "runtime_error", "timeout"})
 
 
 class TaskRef(BaseModel):

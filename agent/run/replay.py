@@ -140,19 +140,29 @@ def resolve_task(header: Header, override: Path | None = None) -> Task:
 
 
 def _config(transcript: Transcript, task: Task, out: Path, *, sandbox: str, arch: str | None) -> SolveConfig:
+    """The recorded config (an old header's flat referee keys included), on this machine: its task
+    path, output folder, sandbox and arch."""
     recorded = dict(transcript.header.config)
-    recorded.update(task=task.path, out=out, model=f"replay:{transcript.path}", sandbox=sandbox, arch=arch)
-    return SolveConfig.model_validate(recorded)
+    recorded.update(task=task.path, out=out, model=f"replay:{transcript.path}", sandbox=sandbox)
+    config = SolveConfig.model_validate(recorded)
+    return config.model_copy(update={"referee": config.referee.model_copy(update={"arch": arch})})
 
 
 def default_referee(config: SolveConfig) -> Referee:
-    return RefereeAdapter(
-        policy=config.policy,
-        trials=config.trials,
-        compile_mode=config.compile_mode,
-        arch=config.arch,
-        compile_timeout_s=config.compile_timeout_s,
-    )
+    return RefereeAdapter(config.referee)
+
+
+NO_GPU = (
+    "no CUDA GPU is visible here (torch.cuda.is_available() is False): replay re-judges the recorded "
+    "{what} on a GPU; run it on a machine with one"
+)
+
+
+def _require_gpu(referee: Referee, what: str) -> None:
+    """Stop before anything is re-run when there is no GPU to judge on: re-judging without one gives
+    `no_gpu` verdicts, which would read as divergences."""
+    if referee.device() is None:
+        raise ReplayError(NO_GPU.format(what=what))
 
 
 def replay_run(
@@ -173,6 +183,8 @@ def replay_run(
     resolved = resolve_task(transcript.header, task)
     config = _config(transcript, resolved, Path(out), sandbox=sandbox, arch=arch)
     referee = referee or default_referee(config)
+    if not config.allow_no_gpu:  # a recorded compile-only dry run replays without a GPU
+        _require_gpu(referee, "verify and profile calls")
     recorded = observations(transcript)
     responses = [event.response for event in transcript.of_type(ModelResponseEvent)]
     live = Path(out) / "transcript.jsonl"
@@ -247,6 +259,7 @@ def rejudge_final(
     resolved = resolve_task(transcript.header, task)
     config = _config(transcript, resolved, Path(out), sandbox=sandbox, arch=arch)
     referee = referee or default_referee(config)
+    _require_gpu(referee, "final solution")
     recorded = final_evaluation(transcript)
     files = solution_files(transcript, recorded.content_hash)
     Path(out).mkdir(parents=True, exist_ok=True)

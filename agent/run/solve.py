@@ -22,14 +22,16 @@ from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 from traceback import format_exc
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from agent.budget import Budget, BudgetLimits
 from agent.build.toolkit import resolve_arch
 from agent.messages import SystemMessage, UserMessage
 from agent.models.base import Model
+from agent.models.registry import DEFAULT_MODEL
+from agent.referee.options import EvalOptions
 from agent.run.loop import AgentLoop, LoopOutcome, Progress
 from agent.run.prompts import build_prompts
 from agent.run.report import render_report
@@ -52,23 +54,41 @@ class SolveError(Exception):
     """The run cannot start; the message says what to change."""
 
 
+FLAT_REFEREE_KEYS = ("policy", "arch", "trials", "compile_mode", "compile_timeout_s")
+"""The referee options SolveConfig held at its top level before `referee` (transcript headers and
+run configs written then still load)."""
+
+
 class SolveConfig(BaseModel):
     task: Path
     out: Path
-    model: str = Field(default="anthropic:claude-sonnet-5-5", description="the --model spec")
+    model: str = Field(default=DEFAULT_MODEL, description="the --model spec")
     budget: BudgetLimits = BudgetLimits()
     sandbox: str = "local"
-    policy: str = "strict"
-    arch: str | None = None
+    referee: EvalOptions = Field(
+        default_factory=EvalOptions,
+        description="how every candidate is judged (policy, trials, arch, ...); the compile tool "
+        "builds with its arch and compile timeout",
+    )
     baseline: Literal["eager", "compile"] = "eager"
     shell: bool = False
     allow_no_gpu: bool = False
-    trials: int = 5
-    compile_mode: str = "default"
-    compile_timeout_s: float = 600.0
     shell_timeout_s: float = 300.0
     max_output_tokens: int | None = None
     max_idle_turns: int = 3
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_flat_referee_keys(cls, data: Any) -> Any:
+        """An old header's `policy`, `arch`, `trials`, `compile_mode` and `compile_timeout_s` go into
+        `referee` (over what it already says)."""
+        if not isinstance(data, dict) or not any(key in data for key in FLAT_REFEREE_KEYS):
+            return data
+        data = dict(data)
+        referee = data.get("referee") or {}
+        nested = referee.model_dump() if isinstance(referee, EvalOptions) else dict(referee)
+        data["referee"] = nested | {key: data.pop(key) for key in FLAT_REFEREE_KEYS if key in data}
+        return data
 
 
 def solve(
@@ -84,26 +104,22 @@ def solve(
     """Run the agent on one task and write the output folder. Raises SolveError before any model call
     when the run cannot start; everything after that ends with a recorded status."""
     out = Path(config.out)
+    if out.exists() and not out.is_dir():
+        raise SolveError(f"--out {out}: is a file; give a new or empty folder")
     if out.exists() and any(out.iterdir()):
         raise SolveError(f"--out {out}: the folder exists and is not empty; pick a new one")
-    referee = referee or RefereeAdapter(
-        policy=config.policy,
-        trials=config.trials,
-        compile_mode=config.compile_mode,
-        arch=config.arch,
-        compile_timeout_s=config.compile_timeout_s,
-    )
+    referee = referee or RefereeAdapter(config.referee)
     gpu = referee.device()
     if gpu is None and not config.allow_no_gpu:
         raise SolveError(NO_GPU_MESSAGE)
     task = task or load_task(config.task)
-    arch, _ = resolve_arch(config.arch)
+    arch, _ = resolve_arch(config.referee.arch)
     out.mkdir(parents=True, exist_ok=True)
     workspace = Workspace.create(out / "workspace", task)
     budget = Budget(config.budget, clock=clock)
     prompts = build_prompts(
         task,
-        policy=config.policy,
+        policy=config.referee.policy,
         baseline=config.baseline,
         gpu=gpu,
         arch=arch,
@@ -126,8 +142,7 @@ def solve(
         )
         with TranscriptWriter(out / "transcript.jsonl", header, clock=clock) as transcript:
             settings = ToolSettings(
-                arch=config.arch,
-                compile_timeout_s=config.compile_timeout_s,
+                referee=config.referee,
                 shell_timeout_s=config.shell_timeout_s,
                 allow_no_gpu=config.allow_no_gpu,
             )

@@ -185,7 +185,7 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         indent = len(line) - len(line.lstrip())
         match = _ARG_LINE.match(stripped)
         if match and (arg_indent is None or indent <= arg_indent):
-            arg_indent, current = indent, match[1]
+            arg_indent, current = indent, str(match[1])
             args[current] = match[2].strip()
         elif current is not None:
             args[current] = f"{args[current]} {stripped}"

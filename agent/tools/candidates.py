@@ -12,7 +12,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from agent.referee import EvalResult
+from agent.referee import EvalOptions, EvalResult
 from agent.tasks import Task
 from agent.transcripts.format import CandidateRef
 from agent.workspace import Snapshot, Workspace
@@ -34,14 +34,10 @@ class Referee(Protocol):
 
 @dataclass(frozen=True)
 class RefereeAdapter:
-    """The real referee (agent.referee.evaluate) with the run's policy and settings."""
+    """The real referee (agent.referee.evaluate) with the run's options; whether it profiles is
+    decided per call (verify does not, profile and submit do)."""
 
-    policy: str = "strict"
-    trials: int = 5
-    compile_mode: str = "default"
-    arch: str | None = None
-    refresh_baselines: bool = False
-    compile_timeout_s: float = 600.0
+    options: EvalOptions = field(default_factory=EvalOptions)
 
     def device(self) -> str | None:
         return visible_gpu()
@@ -50,16 +46,7 @@ class RefereeAdapter:
         from agent.referee import evaluate
 
         return evaluate(
-            task,
-            workspace,
-            sandbox=sandbox,
-            policy=self.policy,
-            trials=self.trials,
-            profile=profile,
-            compile_mode=self.compile_mode,
-            arch=self.arch,
-            refresh_baselines=self.refresh_baselines,
-            compile_timeout=self.compile_timeout_s,
+            task, workspace, self.options.model_copy(update={"profile": profile}), sandbox=sandbox
         )
 
 

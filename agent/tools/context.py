@@ -4,11 +4,12 @@ the candidate book and the transcript."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from agent.budget import Budget
+from agent.referee.options import EvalOptions
 from agent.stops import RunAborted
 from agent.tasks import Task
 from agent.tools.candidates import Candidate, CandidateBook, EvaluationSource, Referee, gpu_seconds
@@ -25,11 +26,21 @@ class EventSink(Protocol):
 
 @dataclass(frozen=True)
 class ToolSettings:
-    arch: str | None = None
-    compile_timeout_s: float = 600.0
+    referee: EvalOptions = field(default_factory=EvalOptions)
+    """The run's referee options; the compile tool builds with their arch and compile timeout."""
     shell_timeout_s: float = 300.0
     allow_no_gpu: bool = False
     """A compile-only dry run: the referee's no_gpu verdict is reported to the model, not fatal."""
+
+    @property
+    def arch(self) -> str | None:
+        """The architecture builds target (the referee's)."""
+        return self.referee.arch
+
+    @property
+    def compile_timeout_s(self) -> float:
+        """Seconds before a build is killed (the referee's)."""
+        return self.referee.compile_timeout_s
 
 
 @dataclass

@@ -64,8 +64,9 @@ def compile_workspace(ctx: ToolContext) -> ToolReply:
     """Build your CUDA extension (binding.cpp plus kernels/*.cu and *.cpp) in the sandbox. Incremental:
     only changed files are rebuilt. Returns the first real errors with file:line when the build fails."""
     try:
+        options = ctx.settings.referee
         result = compile_solution(
-            ctx.workspace, ctx.sandbox, arch=ctx.settings.arch, timeout=ctx.settings.compile_timeout_s
+            ctx.workspace, ctx.sandbox, arch=options.arch, timeout=options.compile_timeout_s
         )
     except ToolkitError as exc:
         raise RunAborted("config_error", f"the CUDA toolkit cannot be used: {exc}") from exc

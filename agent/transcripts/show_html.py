@@ -9,7 +9,8 @@ from pathlib import PurePosixPath
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
-from pygments.lexers import CppLexer, CudaLexer, PythonLexer, TextLexer
+from pygments.lexers import CppLexer, CudaLexer, PythonLexer
+from pygments.lexers.special import TextLexer
 
 from agent.transcripts.view import RunView, ToolStepView, TurnView
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import cast
 
 from agent.tune.results import Measurement
 from agent.tune.search import Retimed, SearchAborted
 from agent.tune.session import JudgeClient, TuneSessionError, WorkerClient, verdict_for
 from agent.tune.space import Point, Space
+from sandbox.workers.protocol import MeasureLine, RetimeLine, TimingSettings, TuneItem
 
 # Define mode: points -> (path of the built .so in the sandbox, or None, and why not).
 Builder = Callable[[Sequence[Point]], list[tuple[str | None, str]]]
@@ -22,8 +23,8 @@ class GpuEvaluator:
         worker: WorkerClient,
         judge: JudgeClient,
         *,
-        timing: dict[str, Any],
-        retime_timing: dict[str, Any],
+        timing: TimingSettings,
+        retime_timing: TimingSettings,
         item_timeout: float,
         builder: Builder | None = None,
         log: Callable[[str], None] | None = None,
@@ -39,12 +40,12 @@ class GpuEvaluator:
         self.modules: dict[Point, str] = {}
 
     def measure(self, points: Sequence[Point], phase: str) -> list[Measurement]:
-        bodies: dict[str, dict[str, Any]] = {}
-        items: list[dict[str, Any]] = []
+        bodies: dict[str, MeasureLine] = {}
+        items: list[TuneItem] = []
         for point, (module, error) in zip(points, self._prepare(points), strict=True):
             key = self.space.key(point)
             if module is None and self.builder is not None:
-                bodies[key] = {"status": "failed", "error": error, "gpu_s": 0.0}
+                bodies[key] = {"key": key, "status": "failed", "error": error, "gpu_s": 0.0}
                 continue
             items.append({"key": key, "values": self.space.config(point), "module": module, "full": False})
         bodies.update(self._run_items(items, full=False))
@@ -74,7 +75,7 @@ class GpuEvaluator:
                     error=error,
                 )
             )
-            shown = f"{body['time_ms']:.4f} ms" if status == "ok" else f"{status}: {error[:120]}"
+            shown = f"{body.get('time_ms'):.4f} ms" if status == "ok" else f"{status}: {error[:120]}"
             self.log(f"[{phase}] {self.space.describe(point)}  {shown}")
         return out
 
@@ -87,9 +88,9 @@ class GpuEvaluator:
                 self.modules[point] = module
         return built
 
-    def _run_items(self, items: list[dict[str, Any]], *, full: bool) -> dict[str, dict[str, Any]]:
-        results: dict[str, dict[str, Any]] = {}
-        pending = [dict(item, full=full or item.get("full", False)) for item in items]
+    def _run_items(self, items: list[TuneItem], *, full: bool) -> dict[str, MeasureLine]:
+        results: dict[str, MeasureLine] = {}
+        pending: list[TuneItem] = [{**item, "full": full or item.get("full", False)} for item in items]
         while pending:
             started = time.monotonic()
             try:
@@ -99,7 +100,7 @@ class GpuEvaluator:
                 )
             except TuneSessionError as exc:
                 raise SearchAborted(str(exc)) from None
-            for line in lines:
+            for line in cast("list[MeasureLine]", lines):
                 results[line["key"]] = line
             pending = [item for item in pending if item["key"] not in results]
             if problem is not None and pending:
@@ -108,6 +109,7 @@ class GpuEvaluator:
                 culprit = pending.pop(0)
                 status = "timeout" if problem == "timeout" else "crashed"
                 results[culprit["key"]] = {
+                    "key": culprit["key"],
                     "status": status,
                     "error": f"the worker {problem}" if status == "crashed" else "it ran past the time limit",
                     "gpu_s": time.monotonic() - started,
@@ -116,7 +118,7 @@ class GpuEvaluator:
         return results
 
     def retime(self, points: Sequence[Point], rounds: int) -> Retimed | None:
-        items = [
+        items: list[TuneItem] = [
             {"key": self.space.key(p), "values": self.space.config(p), "module": self.modules.get(p)}
             for p in points
         ]
@@ -130,12 +132,12 @@ class GpuEvaluator:
         if problem is not None or not lines:
             self.worker.stop()
             return None
-        body = lines[0]
+        body = cast("RetimeLine", lines[0])
         return Retimed(times=body["times"], gpu_s=float(body.get("gpu_s", 0.0)))
 
     def verify_full(self, point: Point) -> tuple[str, str]:
         """Re-run one point with its whole output sent to the judge (no fingerprint shortcut)."""
-        item = {
+        item: TuneItem = {
             "key": self.space.key(point),
             "values": self.space.config(point),
             "module": self.modules.get(point),

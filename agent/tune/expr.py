@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 MAX_LENGTH = 400
 MAX_DEPTH = 40
@@ -41,7 +42,7 @@ _COMPARE: dict[type[ast.cmpop], Callable[[Number, Number], bool]] = {
     ast.Gt: operator.gt,
     ast.GtE: operator.ge,
 }
-_FUNCTIONS: dict[str, Callable[..., Number]] = {"min": min, "max": max, "abs": abs}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "abs": abs}
 _SYMBOLS = {
     ast.Pow: "**",
     ast.BitAnd: "&",
@@ -119,7 +120,7 @@ class Expr:
 
     def _eval(self, node: ast.AST, names: Mapping[str, Number]) -> Number:
         if isinstance(node, ast.Constant):
-            return node.value
+            return cast(Number, node.value)  # the parser admits numeric constants only
         if isinstance(node, ast.Name):
             return names[node.id]
         if isinstance(node, ast.BinOp):

@@ -6,6 +6,7 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from pydantic import BaseModel, Field
 
@@ -32,6 +33,7 @@ from agent.tune.space import DeviceLimits, Point, Space, SpaceError, load_space_
 from agent.tune.variants import VariantBuilder
 from agent.workspace import EXTENSION_NAME, Workspace
 from sandbox.base import Sandbox
+from sandbox.workers.protocol import TimingSettings, TuneJudgeReady, TuneTask, TuneWorkerSpec
 
 # Tuning compares configurations of one kernel with each other, so it can time fewer
 # repetitions than the referee does; the final pick is re-timed paired to absorb the noise.
@@ -120,7 +122,7 @@ def kernel_hash(workspace: Workspace) -> str:
     return digest.hexdigest()[:16]
 
 
-def task_features(task: Task, space: Space, workspace: Workspace, judge_ready: dict) -> Features:
+def task_features(task: Task, space: Space, workspace: Workspace, judge_ready: TuneJudgeReady) -> Features:
     spec = task.spec
     tensors = [a for a in (spec.inputs if spec else []) if a.kind == "tensor"]
     found = judge_ready.get("features", {})
@@ -185,14 +187,14 @@ def run_tuning(
         from agent.referee.policy import tolerance_policy
 
         seeds = fresh_seeds()
-        common = {
+        common: TuneTask = {
             "task_source": task.source,
             "task_filename": str(task.path),
             "device": options.device,
             **seeds,
         }
         judge = JudgeClient({**common, "tolerances": tolerance_policy(options.tolerance).for_worker()})
-        worker_spec = {
+        worker_spec: TuneWorkerSpec = {
             **common,
             "mode": space.file.mode,
             "params": list(space.names),
@@ -238,8 +240,8 @@ def run_tuning(
             space,
             worker,
             judge,
-            timing=options.timing,
-            retime_timing=options.retime_timing,
+            timing=cast(TimingSettings, options.timing),  # TuneOptions keeps them as plain dicts
+            retime_timing=cast(TimingSettings, options.retime_timing),
             item_timeout=options.item_timeout,
             builder=builder.build if builder else None,
             log=log,

@@ -332,11 +332,11 @@ class Search:
         anchor = chosen.index(self.default) if default_ok else 0
         scores: list[tuple[float, float, int]] = []
         for i, row in enumerate(rows):
-            own = [r[i] for r in result.times if r[i] is not None]
+            own = [t for r in result.times if (t := r[i]) is not None]
             ratios = [
-                r[i] / r[anchor]
+                t / a
                 for r in result.times
-                if r[i] is not None and r[anchor] is not None and r[anchor] > 0
+                if (t := r[i]) is not None and (a := r[anchor]) is not None and a > 0
             ]
             if own:
                 row.paired_ms = statistics.median(own)

@@ -26,6 +26,21 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.base import WORKERS_DIR, ExecResult, Sandbox
+from sandbox.workers.protocol import (
+    MeasureLine,
+    StopJudgeRequest,
+    StopRequest,
+    TuneJudgeAnswer,
+    TuneJudgeReady,
+    TuneJudgeRequest,
+    TuneJudgeSpec,
+    TuneRequest,
+    TuneSeeds,
+    TuneWorkerFailed,
+    TuneWorkerReady,
+    TuneWorkerSpec,
+    TuneWorkerStart,
+)
 
 EXCHANGE = ".tune"
 MAX_RESTARTS = 50  # each restart costs its startup in the budget; a worker that cannot start fails at once
@@ -36,7 +51,7 @@ class TuneSessionError(RuntimeError):
 
 
 class JudgeClient:
-    def __init__(self, spec: dict[str, Any], *, timeout: float = 600) -> None:
+    def __init__(self, spec: TuneJudgeSpec, *, timeout: float = 600) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-I", str(WORKERS_DIR / "tune_judge.py")],
             stdin=subprocess.PIPE,
@@ -51,10 +66,10 @@ class JudgeClient:
         threading.Thread(target=self._pump_err, daemon=True).start()
         self._ids = 0
         self._timeout = timeout
-        self.ready: dict[str, Any] = {}
+        self.ready: TuneJudgeReady = {}
         self._send(spec)
 
-    def wait_ready(self) -> dict[str, Any]:
+    def wait_ready(self) -> TuneJudgeReady:
         """Block until the reference is computed (started early so it overlaps the worker's start)."""
         try:
             line = self._lines.get(timeout=self._timeout)
@@ -67,7 +82,7 @@ class JudgeClient:
             raise TuneSessionError(f"the tuning judge could not compute the reference: {detail}")
         return self.ready
 
-    def _send(self, body: dict[str, Any]) -> None:
+    def _send(self, body: TuneJudgeSpec | TuneJudgeRequest) -> None:
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(json.dumps(body) + "\n")
@@ -90,7 +105,7 @@ class JudgeClient:
     def stderr_tail(self) -> str:
         return "".join(self._stderr[-10:]).strip()
 
-    def _ask(self, body: dict[str, Any], *, timeout: float = 300) -> dict[str, Any]:
+    def _ask(self, body: TuneJudgeRequest, *, timeout: float = 300) -> TuneJudgeAnswer:
         self._send(body)
         try:
             line = self._lines.get(timeout=timeout)
@@ -100,29 +115,24 @@ class JudgeClient:
             raise TuneSessionError(f"the tuning judge stopped answering: {self.stderr_tail() or 'no output'}")
         return json.loads(line)
 
-    def verify(self, file: str) -> dict[str, Any]:
+    def verify(self, file: str) -> TuneJudgeAnswer:
         self._ids += 1
         return self._ask({"op": "verify", "id": self._ids, "file": file})
 
-    def known(self, fingerprint: str) -> dict[str, Any]:
+    def known(self, fingerprint: str) -> TuneJudgeAnswer:
         self._ids += 1
         return self._ask({"op": "known", "id": self._ids, "fingerprint": fingerprint})
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps({"op": "stop"}) + "\n")
+            stop: StopJudgeRequest = {"op": "stop"}
+            self.proc.stdin.write(json.dumps(stop) + "\n")
             self.proc.stdin.flush()
         with contextlib.suppress(Exception):
             self.proc.wait(timeout=5)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-
-
-@dataclass
-class ItemResult:
-    key: str
-    body: dict[str, Any]
 
 
 @dataclass
@@ -137,7 +147,7 @@ class WorkerClient:
     def __init__(
         self,
         sandbox: Sandbox,
-        spec: dict[str, Any],
+        spec: TuneWorkerSpec,
         host_dir: Path,
         *,
         env: dict[str, str],
@@ -151,20 +161,20 @@ class WorkerClient:
         self.exec_timeout = exec_timeout
         self.ready_timeout = ready_timeout
         self.restarts = -1
-        self.ready: dict[str, Any] = {}
+        self.ready: TuneWorkerReady = {}
         self._run: _Run | None = None
         self._dir = host_dir
         self._n = 0
 
     # Each generation of the worker gets a folder of its own: nothing of a dead one is read.
-    def start(self) -> dict[str, Any]:
+    def start(self) -> TuneWorkerReady:
         self.restarts += 1
         if self.restarts > MAX_RESTARTS:
             raise TuneSessionError(f"the tuning worker crashed {MAX_RESTARTS} times; giving up")
         self._dir = self.base_dir / f"w{self.restarts}"
         self._dir.mkdir(parents=True)
         box_dir = f"{self.spec['box_base']}/w{self.restarts}"
-        spec = {**self.spec, "exchange_dir": box_dir}
+        spec: TuneWorkerStart = {**self.spec, "exchange_dir": box_dir}
         stdin = json.dumps(spec).encode()
         run = _Run(thread=threading.Thread(target=lambda: None))
 
@@ -186,11 +196,11 @@ class WorkerClient:
             for name in ("ready.json", "failed.json"):
                 path = self._dir / name
                 if path.is_file():
-                    body = json.loads(path.read_text())
                     if name == "failed.json":
-                        raise TuneSessionError(f"the tuning worker failed to start: {body.get('message')}")
-                    self.ready = body
-                    return body
+                        failed: TuneWorkerFailed = json.loads(path.read_text())
+                        raise TuneSessionError(f"the tuning worker failed to start: {failed.get('message')}")
+                    self.ready = json.loads(path.read_text())
+                    return self.ready
             if not run.thread.is_alive():
                 raise TuneSessionError(
                     f"the tuning worker exited before it was ready: {self._describe_exit()}"
@@ -208,8 +218,9 @@ class WorkerClient:
     def alive(self) -> bool:
         return self._run is not None and self._run.thread.is_alive()
 
-    def request(self, body: dict[str, Any], *, timeout: float) -> tuple[list[dict[str, Any]], str | None]:
-        """(result lines, None) or, when the worker died or hung, (lines so far, why)."""
+    def request(self, body: TuneRequest, *, timeout: float) -> tuple[list[dict[str, Any]], str | None]:
+        """(result lines, None) or, when the worker died or hung, (lines so far, why). The lines are
+        MeasureLines or one RetimeLine, by the request; the caller reads them as such."""
         if not self.alive():
             self.start()
         n = self._n
@@ -244,13 +255,14 @@ class WorkerClient:
         if self.alive():
             with contextlib.suppress(OSError):
                 req = self._dir / f"req_{self._n}.json"
-                req.with_suffix(".tmp").write_text(json.dumps({"op": "stop"}))
+                stop: StopRequest = {"op": "stop"}
+                req.with_suffix(".tmp").write_text(json.dumps(stop))
                 os.replace(req.with_suffix(".tmp"), req)
             assert self._run is not None
             self._run.thread.join(timeout=15)
 
 
-def fresh_seeds() -> dict[str, int]:
+def fresh_seeds() -> TuneSeeds:
     return {
         "init_seed": secrets.randbits(62),
         "state_seed": secrets.randbits(62),
@@ -271,14 +283,15 @@ def close_exchange(host: Path) -> None:
         host.parent.rmdir()
 
 
-def verdict_for(judge: JudgeClient, body: dict[str, Any]) -> tuple[str, str]:
+def verdict_for(judge: JudgeClient, body: MeasureLine) -> tuple[str, str]:
     """(status, error) of one measured item, decided by the judge."""
     if body.get("status") != "ok":
         return "failed", body.get("error", "failed")
-    if body.get("file"):
-        answer = judge.verify(body["file"])
-    elif body.get("fingerprint"):
-        answer = judge.known(body["fingerprint"])
+    file, fingerprint = body.get("file"), body.get("fingerprint")
+    if file:
+        answer = judge.verify(file)
+    elif fingerprint:
+        answer = judge.known(fingerprint)
         if not answer.get("known"):
             return "failed", "its output could not be verified (no output file for new bits)"
     else:
@@ -286,7 +299,7 @@ def verdict_for(judge: JudgeClient, body: dict[str, Any]) -> tuple[str, str]:
     return ("ok", "") if answer.get("passed") else ("incorrect", answer.get("problem", "incorrect"))
 
 
-def check_inputs_match(judge_ready: dict[str, Any], worker_ready: dict[str, Any]) -> None:
+def check_inputs_match(judge_ready: TuneJudgeReady, worker_ready: TuneWorkerReady) -> None:
     if judge_ready.get("input_checksums") != worker_ready.get("input_checksums"):
         raise TuneSessionError(
             "the task's inputs differ between the judge and the worker for the same seed: get_inputs() "

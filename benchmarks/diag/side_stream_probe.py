@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from agent.referee import evaluate  # noqa: E402
+from agent.referee import EvalOptions, evaluate  # noqa: E402
 from agent.referee.baselines import BaselineCache  # noqa: E402
 
 work = Path(tempfile.mkdtemp())
@@ -16,9 +16,7 @@ sol = Path(shutil.copy(ROOT / "tests/referee/candidates/python/side_stream.py", 
 r = evaluate(
     ROOT / "benchmarks/tasks/level1/19_ReLU.py",
     sol,
-    policy="kernelbench",
-    trials=2,
-    compile_mode=None,
+    EvalOptions(policy="kernelbench", trials=2, compile_mode=None),
     baseline_cache=BaselineCache(work / "b.json"),
 )
 print("verdict", r.verdict, "|", r.reason[:300])

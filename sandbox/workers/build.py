@@ -2,7 +2,7 @@
 
 usage: python -I build.py SPEC_JSON
 
-SPEC_JSON keys:
+SPEC_JSON (protocol.WorkspaceBuildSpec or SingleFileBuildSpec) keys:
   kind            "workspace" | "single_file"
   name            extension module name (workspace)
   sources         absolute source paths (workspace)
@@ -33,7 +33,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import toolchain
 from cuda_env import ToolkitError, find_toolkit, vendor_libraries
-from protocol import emit, stdout_to_stderr
+from protocol import (
+    BuildOutcome,
+    BuildResult,
+    BuildSpec,
+    SingleFileBuildSpec,
+    WorkspaceBuildSpec,
+    emit,
+    stdout_to_stderr,
+)
 
 STAMP = ".kernel-agent-build.json"
 # Builds are background work next to timings: a batch compiles on every core while another
@@ -74,7 +82,7 @@ def run_ninja(build_dir: Path) -> tuple[bool, str]:
     return proc.returncode == 0, proc.stdout
 
 
-def build_workspace(spec: dict[str, Any]) -> dict[str, Any]:
+def build_workspace(spec: WorkspaceBuildSpec) -> BuildOutcome:
     build_dir = Path(spec["build_dir"])
     toolchain_dir = Path(spec["cache_dir"]) / "toolchain" / toolchain.toolchain_hash(spec)
     stamp_path = build_dir / STAMP
@@ -104,7 +112,7 @@ def build_workspace(spec: dict[str, Any]) -> dict[str, Any]:
         return {"ok": ok, "log": prep_log + log, "mode": "configure", "module": module, "pch": pch_ok}
 
 
-def build_single_file(spec: dict[str, Any]) -> dict[str, Any]:
+def build_single_file(spec: SingleFileBuildSpec) -> BuildOutcome:
     """Import the solution with TORCH_EXTENSIONS_DIR pointing at its cache: load_inline builds there."""
     import runpy
     import traceback
@@ -126,11 +134,11 @@ def build_single_file(spec: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "log": "", "mode": "configure", "module": None}
 
 
-def add_toolchain(spec: dict[str, Any]) -> None:
+def add_toolchain(spec: BuildSpec) -> None:
     """CUDA_HOME from the real toolkit (torch guesses wrong behind an nvcc wrapper), and the
     include and link flags of cuBLAS/cuDNN, wherever they are installed."""
     os.environ["CUDA_HOME"] = find_toolkit().cuda_home
-    if not spec.pop("link_vendor_libraries", False):
+    if spec["kind"] != "workspace" or not spec.pop("link_vendor_libraries", False):
         return
     for lib in vendor_libraries():
         if lib.include_dir:
@@ -141,17 +149,17 @@ def add_toolchain(spec: dict[str, Any]) -> None:
 
 
 def main() -> None:
-    spec = json.loads(sys.argv[1])
+    spec: BuildSpec = json.loads(sys.argv[1])
     start = time.monotonic()
     niceness = os.nice(BUILD_NICENESS)  # ninja, nvcc and the host compiler inherit it
     try:
         add_toolchain(spec)
     except ToolkitError as exc:
-        result: dict[str, Any] = {"ok": False, "log": str(exc), "mode": "configure", "module": None}
+        outcome: BuildOutcome = {"ok": False, "log": str(exc), "mode": "configure", "module": None}
     else:
         with stdout_to_stderr():
-            result = build_workspace(spec) if spec["kind"] == "workspace" else build_single_file(spec)
-    result.update(duration_s=time.monotonic() - start, niceness=niceness)
+            outcome = build_workspace(spec) if spec["kind"] == "workspace" else build_single_file(spec)
+    result: BuildResult = {**outcome, "duration_s": time.monotonic() - start, "niceness": niceness}
     emit(result)
 
 

@@ -28,11 +28,21 @@ import signal
 import subprocess
 import sys
 import time
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from gpu_gate import open_gate
+
+if TYPE_CHECKING:
+    from protocol import (
+        CandidateRecord,
+        CandidateRequest,
+        ChildMessage,
+        SupervisorAnswer,
+        SupervisorView,
+        TimingWindow,
+    )
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "candidate_child.py")
 PR_SET_DUMPABLE = 4
@@ -46,7 +56,7 @@ def _not_dumpable() -> None:
 
 
 class Supervisor:
-    def __init__(self, spec: dict, key: bytes) -> None:
+    def __init__(self, spec: CandidateRequest, key: bytes) -> None:
         self.spec = spec
         self._key = key
         self.exchange = spec["exchange_dir"]
@@ -55,7 +65,7 @@ class Supervisor:
             os.path.join(self.exchange, "progress.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644
         )
         self.started = time.monotonic()
-        self.seen: dict = {
+        self.seen: SupervisorView = {
             "gate": "none requested"
             if not spec.get("gpu_gate")
             else ("held" if self.gate else "unavailable"),
@@ -67,12 +77,12 @@ class Supervisor:
         self._picker = random.Random(secrets.randbits(64))
 
     # -- what the child asks ---------------------------------------------------------------
-    def handle(self, message: dict) -> dict | None:
+    def handle(self, message: ChildMessage) -> SupervisorAnswer | None:
         op = message.get("op")
         if op == "stage":
             name = str(message.get("name", ""))[:200]
             if len(self.seen["stages"]) < MAX_STAGES:
-                self.seen["stages"].append([name, round(time.monotonic() - self.started, 4)])
+                self.seen["stages"].append((name, round(time.monotonic() - self.started, 4)))
             os.write(self._progress, (name.replace("\n", " ") + "\n").encode())
             return None
         if op == "exclusive":
@@ -94,11 +104,11 @@ class Supervisor:
         self.gate.hold(mode)  # type: ignore[arg-type]
         self.seen["gate_wait_s"] += time.monotonic() - waited
 
-    def _open_window(self, message: dict) -> dict:
+    def _open_window(self, message: ChildMessage) -> SupervisorAnswer:
         reps = max(0, int(message.get("reps", 0)))
         hold = bool(message.get("hold"))
         rechecks = max(0, int(self.spec.get("rechecks", 2)))
-        window = {
+        window: TimingWindow = {
             "reps_planned": reps,
             "seed": secrets.randbits(62),
             "held_outputs": hold,
@@ -109,11 +119,11 @@ class Supervisor:
         if not hold:  # the child cannot keep every output: it learns the picks now, and says so
             window["picks"] = sorted(self._picker.sample(range(reps), window["rechecks"]))
         self.seen["window"] = window
-        answer = {"seed": window["seed"], "picks": window["picks"] if not hold else None}
+        answer: SupervisorAnswer = {"seed": window["seed"], "picks": window["picks"] if not hold else None}
         self._window_start = time.monotonic()
         return answer
 
-    def _close_window(self, message: dict) -> dict:
+    def _close_window(self, message: ChildMessage) -> SupervisorAnswer:
         elapsed_ms = (time.monotonic() - self._window_start) * 1e3
         window = self.seen["window"]
         if window is None:
@@ -125,7 +135,7 @@ class Supervisor:
         return {"picks": window["picks"]}
 
     # -- the record ------------------------------------------------------------------------
-    def sign(self, body: dict) -> None:
+    def sign(self, body: CandidateRecord) -> None:
         body["supervisor"] = self.seen
         payload = json.dumps(body, sort_keys=True, default=str)
         mac = hmac.new(self._key, payload.encode(), hashlib.sha256).hexdigest()
@@ -137,7 +147,7 @@ class Supervisor:
 
 def main() -> None:
     _not_dumpable()
-    spec = json.loads(sys.stdin.buffer.read())
+    spec: CandidateRequest = json.loads(sys.stdin.buffer.read())
     key = bytes.fromhex(spec.pop("key"))
     supervisor = Supervisor(spec, key)
     del key
@@ -163,14 +173,16 @@ def main() -> None:
     sys.exit(0 if body is not None and returncode == 0 else (returncode or 0))
 
 
-def converse(supervisor: Supervisor, to_child: IO[bytes], from_child: IO[bytes], spec: dict) -> dict | None:
+def converse(
+    supervisor: Supervisor, to_child: IO[bytes], from_child: IO[bytes], spec: CandidateRequest
+) -> CandidateRecord | None:
     """Serve the child's requests until it sends its record (returned) or goes away (None)."""
     try:
         to_child.write((json.dumps(spec) + "\n").encode())
         to_child.flush()
         for line in from_child:
             try:
-                message = json.loads(line)
+                message: ChildMessage = json.loads(line)
             except ValueError:
                 continue
             if not isinstance(message, dict):

@@ -19,8 +19,20 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+if TYPE_CHECKING:
+    from protocol import (
+        CandidateRecord,
+        CandidateRequest,
+        ChildMessage,
+        SolutionSpec,
+        WorkerDevice,
+        WorkerFailure,
+    )
 
 # Captured before any candidate code runs, so that patching the modules later changes nothing here.
 _urandom = os.urandom
@@ -37,33 +49,36 @@ class SupervisorLink:
         self._in = sys.stdin.buffer
         self.stage_name = "start"
 
-    def _send(self, message: dict) -> None:
+    def _send(self, message: Mapping[str, object]) -> None:
         data = (_dumps(message, default=str) + "\n").encode()
         while data:
             data = data[_write(self._out, data) :]
 
-    def receive(self) -> dict:
+    def receive(self) -> Any:
+        """The next line from the supervisor: the spec first, then the answer to each request."""
         line = self._in.readline()
         if not line:
             raise RuntimeError("the supervisor closed the channel")
         return _loads(line)
 
-    def request(self, op: str, **fields: object) -> dict:
+    def request(self, op: str, **fields: object) -> Any:
         self._send({"op": op, **fields})
         return self.receive()
 
     def stage(self, name: str) -> None:
         self.stage_name = name
-        self._send({"op": "stage", "name": name})
+        message: ChildMessage = {"op": "stage", "name": name}
+        self._send(message)
 
-    def finish(self, body: dict) -> None:
-        self._send({"op": "result", "body": body})
+    def finish(self, body: CandidateRecord) -> None:
+        message: ChildMessage = {"op": "result", "body": body}
+        self._send(message)
 
 
 def main() -> None:
     link = SupervisorLink(int(sys.argv[1]))
-    spec = link.receive()
-    body: dict = {"run_id": spec["run_id"], "done": False, "failure": None, "trials": []}
+    spec: CandidateRequest = link.receive()
+    body: CandidateRecord = {"run_id": spec["run_id"], "done": False, "failure": None, "trials": []}
     try:
         run(spec, body, link)
         body["done"] = True
@@ -75,7 +90,7 @@ def main() -> None:
     os._exit(0)  # no candidate atexit handler or finalizer runs after the record is sent
 
 
-def run(spec: dict, body: dict, link: SupervisorLink) -> None:
+def run(spec: CandidateRequest, body: CandidateRecord, link: SupervisorLink) -> None:
     link.stage("import torch")
     import copy
 
@@ -128,7 +143,8 @@ def run(spec: dict, body: dict, link: SupervisorLink) -> None:
     del state
 
     signature = run_trials(spec, body, link.stage, model, get_inputs)
-    body["identity_changed"] = guard_identity.changed(identities, namespace)
+    changed = guard_identity.changed(identities, namespace)
+    body["identity_changed"] = changed
     if spec["profile"]:
         link.stage("waiting for the GPU (exclusive, to time)")
         link.request("exclusive")
@@ -138,16 +154,16 @@ def run(spec: dict, body: dict, link: SupervisorLink) -> None:
         profile_kernels(spec, body, model, get_inputs, _urandom)
         link.request("exclusive_done")
         moved = guard_identity.changed(identities, namespace)
-        body["identity_changed"] = sorted({*body["identity_changed"], *moved})
+        body["identity_changed"] = sorted({*changed, *moved})
     flags_after = _global_flags()
     body["flags_changed"] = {
-        k: [v, flags_after.get(k)] for k, v in flags_before.items() if flags_after.get(k) != v
+        k: (v, flags_after.get(k)) for k, v in flags_before.items() if flags_after.get(k) != v
     }
     started = [t.name for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
     body["threads"] = {"python_new": sorted(started)}
 
 
-def _failure(exc: BaseException, stage: str) -> dict:
+def _failure(exc: BaseException, stage: str) -> WorkerFailure:
     try:
         from referee_common import StageFailure, classify_error, describe_error
 
@@ -164,7 +180,7 @@ def _failure(exc: BaseException, stage: str) -> dict:
         }
 
 
-def _import_candidate(solution: dict) -> type:
+def _import_candidate(solution: SolutionSpec) -> type:
     import importlib.util
 
     import torch
@@ -199,10 +215,10 @@ def _import_candidate(solution: dict) -> type:
     return model_class
 
 
-def _device_info(device: str) -> dict:
+def _device_info(device: str) -> WorkerDevice:
     import torch
 
-    info = {"device": device, "torch": torch.__version__, "python": sys.version.split()[0]}
+    info: WorkerDevice = {"device": device, "torch": torch.__version__, "python": sys.version.split()[0]}
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(torch.device(device))
         info.update(name=props.name, capability=f"{props.major}.{props.minor}")
@@ -219,7 +235,7 @@ def _device_info(device: str) -> dict:
     return info
 
 
-def _global_flags() -> dict:
+def _global_flags() -> dict[str, str]:
     """Backend switches that change numerics or speed of torch operators (TF32 and friends)."""
     import warnings
 

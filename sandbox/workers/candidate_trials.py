@@ -14,7 +14,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from op_policy import FORWARD_LABEL, make_recorder, ops_under
@@ -32,6 +32,9 @@ from referee_common import (
     tensors_in,
 )
 from timing import TimedSession, TimingConfig, time_calls
+
+if TYPE_CHECKING:
+    from protocol import CandidateRecord, CandidateSpec, RecheckRecord
 
 Signature = list[tuple[list[int], str]]
 POISON_RESERVE_BYTES = 256 * 1024 * 1024
@@ -104,7 +107,11 @@ def save_outputs(path: str, structure: str, leaves: list[Any], snapshots: list[A
 
 
 def run_trials(
-    spec: dict, body: dict, stage: Callable[[str], None], model: torch.nn.Module, get_inputs: Any
+    spec: CandidateSpec,
+    body: CandidateRecord,
+    stage: Callable[[str], None],
+    model: torch.nn.Module,
+    get_inputs: Any,
 ) -> Signature:
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -156,7 +163,7 @@ def run_trials(
                     if snap is not None and not same_bits(leaf, snap)
                 ],
                 "aliases": [
-                    [i, j]
+                    (i, j)
                     for i, leaf in enumerate(leaves)
                     if type(leaf) is torch.Tensor
                     for j in aliased_inputs(leaf, input_tensors)
@@ -179,14 +186,14 @@ class SupervisedTiming(TimedSession):
     when the window opens and the outputs to recheck are named when it closes, so nothing in this
     process can know either in advance. Outputs of the named calls are saved for the judge."""
 
-    def __init__(self, link: Any, spec: dict, urandom: Any) -> None:
+    def __init__(self, link: Any, spec: CandidateSpec, urandom: Any) -> None:
         super().__init__()
         self.link = link
         self.exchange_dir = spec["exchange_dir"]
         self._urandom = urandom
         self.base_seed: int | None = None
         self.picks: list[int] = []
-        self.rechecks: list[dict] = []
+        self.rechecks: list[RecheckRecord] = []
 
     def begin(self, reps: int, hold_all: bool) -> None:
         super().begin(reps, hold_all)
@@ -223,8 +230,8 @@ class SupervisedTiming(TimedSession):
 
 
 def time_candidate(
-    spec: dict,
-    body: dict,
+    spec: CandidateSpec,
+    body: CandidateRecord,
     model: torch.nn.Module,
     get_inputs: Any,
     signature: Signature,
@@ -253,10 +260,12 @@ def time_candidate(
     body["rechecks"] = session.rechecks
 
 
-def profile_kernels(spec: dict, body: dict, model: torch.nn.Module, get_inputs: Any, urandom: Any) -> None:
+def profile_kernels(
+    spec: CandidateSpec, body: CandidateRecord, model: torch.nn.Module, get_inputs: Any, urandom: Any
+) -> None:
     """Which kernels ran in a few forward calls, with their device time; the profiler's operator
     log of the same calls joins the policy audit."""
-    from torch.autograd import DeviceType
+    from torch.autograd import DeviceType  # pyright: ignore[reportPrivateImportUsage]
     from torch.profiler import ProfilerActivity, profile, record_function
 
     device = spec["device"]
@@ -273,7 +282,7 @@ def profile_kernels(spec: dict, body: dict, model: torch.nn.Module, get_inputs: 
                 with record_function(FORWARD_LABEL):
                     model(*inputs)
             torch.cuda.synchronize()
-        events = prof.events()
+        events = prof.events() or []
     except Exception as exc:
         if classify_error(exc) in ("cuda_error", "oom"):
             raise
@@ -287,6 +296,6 @@ def profile_kernels(spec: dict, body: dict, model: torch.nn.Module, get_inputs: 
             entry = kernels.setdefault(event.name, [0, 0.0])
             entry[0] += 1
             entry[1] += event.time_range.elapsed_us()
-    body["kernels"] = [[name, int(c), float(us)] for name, (c, us) in kernels.items()]
+    body["kernels"] = [(name, int(c), float(us)) for name, (c, us) in kernels.items()]
     body["profiled_calls"] = calls
     body["profile_ops"] = ops_under(events, FORWARD_LABEL)

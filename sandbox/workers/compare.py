@@ -9,14 +9,17 @@ check. Work is chunked so a huge output never needs more than a few float64 copi
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
+
+if TYPE_CHECKING:
+    from protocol import DiffRecord, Tolerances
 
 CHUNK = 1 << 24
 
 
-def tolerance_for(dtype: torch.dtype, tolerances: dict[str, list[float]]) -> tuple[float, float, float]:
+def tolerance_for(dtype: torch.dtype, tolerances: Tolerances) -> tuple[float, float, float]:
     """(atol, rtol, norm_rtol) for an expected dtype from {"float32": [...], "int": [...], "default": [...]}."""
     name = str(dtype).removeprefix("torch.")
     if name in tolerances:
@@ -46,8 +49,9 @@ def _as_real64(t: torch.Tensor) -> torch.Tensor:
 
 def compare_tensors(
     expected: torch.Tensor, actual: torch.Tensor, *, atol: float, rtol: float, norm_rtol: float
-) -> dict[str, Any]:
-    """The full diff record for one output; `passed` says whether every check held."""
+) -> DiffRecord:
+    """The full diff record for one output; `passed` says whether every check held (it is set
+    last, so the record is built as a plain dict)."""
     record: dict[str, Any] = {
         "shape_expected": list(expected.shape),
         "shape_actual": list(actual.shape),
@@ -65,7 +69,7 @@ def compare_tensors(
             + (" (a broadcastable shape is not accepted)" if actual.numel() != expected.numel() else "")
         )
         record["passed"] = False
-        return record
+        return cast("DiffRecord", record)
     if expected.dtype != actual.dtype:
         record["problems"].append(
             f"dtype {record['dtype_actual']} where {record['dtype_expected']} is expected"
@@ -147,10 +151,10 @@ def compare_tensors(
     if norm_err is not None and norm_err > norm_rtol:
         record["problems"].append(f"norm-wise relative error {norm_err:.3g} above {norm_rtol:g}")
     record["passed"] = not record["problems"]
-    return record
+    return cast("DiffRecord", record)
 
 
-def compare_values(expected: Any, actual: Any, *, atol: float, rtol: float) -> dict[str, Any]:
+def compare_values(expected: Any, actual: Any, *, atol: float, rtol: float) -> DiffRecord:
     """A non-tensor output leaf (int, float, bool, None)."""
     record: dict[str, Any] = {"problems": [], "value_expected": repr(expected), "value_actual": repr(actual)}
     if type(expected) is not type(actual):
@@ -161,4 +165,4 @@ def compare_values(expected: Any, actual: Any, *, atol: float, rtol: float) -> d
     elif not isinstance(expected, float) and expected != actual:
         record["problems"].append(f"{actual!r} where {expected!r} is expected")
     record["passed"] = not record["problems"]
-    return record
+    return cast("DiffRecord", record)

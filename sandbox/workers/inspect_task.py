@@ -1,11 +1,12 @@
 """Instantiate KernelBench-style task files and report their input specs (torch + stdlib only).
 
-usage: python -I inspect_task.py [--timeout SECONDS] TASK.py [TASK.py ...]
+usage: python -I inspect_task.py [--timeout SECONDS] [--jobs N] TASK.py [TASK.py ...]
 
 torch is imported once; each file then runs in a forked child, so nothing one task does to
 module or interpreter state (builtins, torch flags) reaches another, and a crash or hang
-is that file's error alone. Inputs are built on the CPU from a fixed seed: only shapes and
-dtypes are reported, never values.
+is that file's error alone. Inputs are built on the meta device wherever the task allows (else
+on the CPU, from a fixed seed): only shapes and dtypes are reported, never values. Up to
+--jobs children run at once.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from protocol import emit, stdout_to_stderr
+from protocol import ArgDescription, InspectResult, TaskFailed, TaskReport, emit, stdout_to_stderr
 
 
-def describe_value(value: Any) -> dict[str, Any]:
+def describe_value(value: Any) -> ArgDescription:
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -32,7 +33,7 @@ def describe_value(value: Any) -> dict[str, Any]:
             "kind": "tensor",
             "shape": list(value.shape),
             "dtype": str(value.dtype).removeprefix("torch."),
-            "device": value.device.type,
+            "device": "cpu" if value.device.type == "meta" else value.device.type,
         }
     if isinstance(value, bool):
         return {"kind": "bool", "value": repr(value)}
@@ -57,85 +58,93 @@ def _short_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
-def inspect_file(path: str) -> dict[str, Any]:
+def inspect_file(path: str) -> TaskReport:
+    """Shapes and dtypes without work: the task's own get_inputs(), get_init_inputs() and Model()
+    run with the meta device as the default device, so nothing is allocated (KernelBench's level-1
+    inputs are 6 GB each). A task that cannot run on meta (it needs values: numpy, .item(), an
+    explicit device) is run for real on the CPU instead, and the report says so."""
     import runpy
 
     import torch
 
-    result: dict[str, Any] = {"path": path, "ok": False}
     stage = "import"
     try:
         torch.manual_seed(0)
         namespace = runpy.run_path(path, run_name="__kernel_agent_task__")
         for name in ("Model", "get_inputs", "get_init_inputs"):
             if name not in namespace:
-                result["error"] = {"stage": "import", "message": f"it defines no `{name}`"}
-                return result
-        stage = "get_init_inputs"
-        init_inputs = list(namespace["get_init_inputs"]())
-        stage = "get_inputs"
-        inputs = list(namespace["get_inputs"]())
-        stage = "Model"
-        model = namespace["Model"](*init_inputs)
+                return {
+                    "path": path,
+                    "ok": False,
+                    "error": {"stage": "import", "message": f"it defines no `{name}`"},
+                }
+        try:
+            with torch.device("meta"):
+                init_inputs, inputs, model = _instantiate(namespace)
+            built_on = "meta"
+        except Exception as exc:
+            meta_error = _short_error(exc)
+            torch.manual_seed(0)
+            namespace = runpy.run_path(path, run_name="__kernel_agent_task__")
+            stage = "get_init_inputs"
+            init_inputs = list(namespace["get_init_inputs"]())
+            stage = "get_inputs"
+            inputs = list(namespace["get_inputs"]())
+            stage = "Model"
+            model = namespace["Model"](*init_inputs)
+            built_on = f"cpu (on meta: {meta_error})"
         if not isinstance(model, torch.nn.Module):
-            result["error"] = {"stage": stage, "message": "Model(...) is not a torch.nn.Module"}
-            return result
-        result.update(
-            ok=True,
-            inputs=[describe_value(v) for v in inputs],
-            init_inputs=[describe_value(v) for v in init_inputs],
-            parameters=sum(p.numel() for p in model.parameters()),
-            buffers=sum(b.numel() for b in model.buffers()),
-        )
+            return {
+                "path": path,
+                "ok": False,
+                "error": {"stage": "Model", "message": "Model(...) is not a torch.nn.Module"},
+            }
+        return {
+            "path": path,
+            "ok": True,
+            "inputs": [describe_value(v) for v in inputs],
+            "init_inputs": [describe_value(v) for v in init_inputs],
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "buffers": sum(b.numel() for b in model.buffers()),
+            "built_on": built_on,
+        }
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
-        result["error"] = {"stage": stage, "message": _short_error(exc)}
-    return result
+        return {"path": path, "ok": False, "error": {"stage": stage, "message": _short_error(exc)}}
 
 
-def inspect_in_child(path: str, timeout: float) -> dict[str, Any]:
+def _instantiate(namespace: dict[str, Any]) -> tuple[list[Any], list[Any], Any]:
+    init_inputs = list(namespace["get_init_inputs"]())
+    inputs = list(namespace["get_inputs"]())
+    return init_inputs, inputs, namespace["Model"](*init_inputs)
+
+
+def _start_child(path: str) -> tuple[int, int]:
+    """Fork a child that inspects `path` and writes one JSON document to the pipe it returns."""
     read_end, write_end = os.pipe()
     pid = os.fork()
-    if pid == 0:  # child: run the task, write one JSON line, leave without cleanup handlers
+    if pid == 0:  # child: run the task, write one JSON document, leave without cleanup handlers
         os.close(read_end)
         try:
             with stdout_to_stderr():
                 payload = json.dumps(inspect_file(path))
         except BaseException as exc:
-            payload = json.dumps(
-                {"path": path, "ok": False, "error": {"stage": "import", "message": repr(exc)}}
-            )
+            failed: TaskFailed = {
+                "path": path,
+                "ok": False,
+                "error": {"stage": "import", "message": repr(exc)},
+            }
+            payload = json.dumps(failed)
         os.write(write_end, payload.encode())
         os._exit(0)
     os.close(write_end)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    timed_out = False
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            timed_out = True
-            break
-        ready, _, _ = select.select([read_end], [], [], remaining)
-        if not ready:
-            continue
-        chunk = os.read(read_end, 1 << 16)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(read_end)
-    if timed_out:
-        os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
-    if timed_out:
-        return {
-            "path": path,
-            "ok": False,
-            "error": {"stage": "timeout", "message": f"took longer than {timeout:.0f}s"},
-        }
+    return read_end, pid
+
+
+def _child_report(path: str, output: bytes, status: int) -> TaskReport:
     try:
-        return json.loads(b"".join(chunks))
+        return json.loads(output)
     except json.JSONDecodeError:
         if os.WIFSIGNALED(status):
             why = f"killed by signal {signal.Signals(os.WTERMSIG(status)).name}"
@@ -144,13 +153,53 @@ def inspect_in_child(path: str, timeout: float) -> dict[str, Any]:
         return {"path": path, "ok": False, "error": {"stage": "crash", "message": why}}
 
 
+def inspect_all(paths: list[str], timeout: float, jobs: int) -> list[TaskReport]:
+    """Each path in a forked child of its own, up to `jobs` at once (forked from this one thread)."""
+    reports: list[TaskReport | None] = [None] * len(paths)
+    waiting = list(range(len(paths)))
+    running: dict[int, tuple[int, int, list[bytes], float]] = {}  # pipe -> (index, pid, output, deadline)
+    while waiting or running:
+        while waiting and len(running) < jobs:
+            index = waiting.pop(0)
+            pipe, pid = _start_child(paths[index])
+            running[pipe] = (index, pid, [], time.monotonic() + timeout)
+        wait = max(0.0, min(deadline for *_, deadline in running.values()) - time.monotonic())
+        ready, _, _ = select.select(list(running), [], [], wait)
+        for pipe in ready:
+            chunk = os.read(pipe, 1 << 16)
+            if chunk:
+                running[pipe][2].append(chunk)
+                continue
+            index, pid, output, _ = running.pop(pipe)
+            os.close(pipe)
+            _, status = os.waitpid(pid, 0)
+            reports[index] = _child_report(paths[index], b"".join(output), status)
+        for pipe, (index, pid, _, deadline) in list(running.items()):
+            if time.monotonic() > deadline:
+                del running[pipe]
+                os.close(pipe)
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                reports[index] = {
+                    "path": paths[index],
+                    "ok": False,
+                    "error": {"stage": "timeout", "message": f"took longer than {timeout:.0f}s"},
+                }
+    return [report for report in reports if report is not None]
+
+
 def main(argv: list[str]) -> None:
-    timeout = 300.0
-    if argv[:1] == ["--timeout"]:
-        timeout, argv = float(argv[1]), argv[2:]
+    timeout, jobs = 300.0, os.cpu_count() or 1
+    while argv[:1] in (["--timeout"], ["--jobs"]):
+        if argv[0] == "--timeout":
+            timeout = float(argv[1])
+        else:
+            jobs = max(1, int(argv[1]))
+        argv = argv[2:]
     import torch  # noqa: F401 - imported once, before forking, so children start warm
 
-    emit({"tasks": [inspect_in_child(path, timeout) for path in argv]})
+    result: InspectResult = {"tasks": inspect_all(argv, timeout, jobs)}
+    emit(result)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,28 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch
 from compare import compare_tensors, compare_values, tolerance_for
 from gpu_gate import GpuGate, open_gate
-from protocol import emit, stdout_to_stderr
+from protocol import (
+    BaselineError,
+    DiffRecord,
+    JudgeBaselines,
+    JudgedRecheck,
+    JudgedTrial,
+    JudgeResult,
+    JudgeSpec,
+    ReferenceOutputs,
+    TimingRecord,
+    Tolerances,
+    WorkerDevice,
+    emit,
+    stdout_to_stderr,
+)
 from referee_common import (
     aliased_inputs,
     build_reference,
@@ -44,8 +59,8 @@ def main() -> None:
     line = sys.stdin.readline()
     if not line.strip():
         return  # the host dropped the evaluation before sending a spec
-    spec = json.loads(line)
-    result: dict = {"ok": False, "failure": None}
+    spec: JudgeSpec = json.loads(line)
+    result: JudgeResult = {"ok": False, "failure": None}
     with stdout_to_stderr():
         try:
             judge(spec, result)
@@ -61,7 +76,7 @@ def main() -> None:
     emit(result)
 
 
-def judge(spec: dict, result: dict) -> None:
+def judge(spec: JudgeSpec, result: JudgeResult) -> None:
     gate = open_gate(spec.get("gpu_gate"))  # shared to compare, exclusive to time
     try:
         if gate is not None:
@@ -72,7 +87,7 @@ def judge(spec: dict, result: dict) -> None:
             gate.close()
 
 
-def _judge(spec: dict, result: dict, gate: GpuGate | None) -> None:
+def _judge(spec: JudgeSpec, result: JudgeResult, gate: GpuGate | None) -> None:
     device = spec["device"]
     result["device"] = _device_info(device)
     namespace = load_task_module(spec["task_source"], spec["task_filename"])
@@ -82,30 +97,37 @@ def _judge(spec: dict, result: dict, gate: GpuGate | None) -> None:
     result["state_checksum"] = state_checksum(model.state_dict())
     tolerances = spec["tolerances"]
 
-    result["trials"] = []
+    trials: list[JudgedTrial] = []
+    result["trials"] = trials
     for trial in spec["trials"]:
         seed = spec["trial_seeds"][trial["index"]]
         inputs = seeded_call(get_inputs, seed, device)
-        report = {"index": trial["index"], "input_checksums": [checksum(t) for t in tensors_in(inputs)]}
+        input_checksums = [checksum(t) for t in tensors_in(inputs)]
         if trial["index"] == 0:
             again = seeded_call(get_inputs, seed, device)
-            result["inputs_reproducible"] = report["input_checksums"] == [
-                checksum(t) for t in tensors_in(again)
-            ]
+            result["inputs_reproducible"] = input_checksums == [checksum(t) for t in tensors_in(again)]
             del again
-        report.update(_reference_and_diffs(model, inputs, spec, trial["file"], tolerances))
-        result["trials"].append(report)
+        judged: JudgedTrial = {
+            "index": trial["index"],
+            "input_checksums": input_checksums,
+            **_reference_and_diffs(model, inputs, spec, trial["file"], tolerances),
+        }
+        trials.append(judged)
         del inputs
 
-    result["rechecks"] = []
+    rechecks: list[JudgedRecheck] = []
+    result["rechecks"] = rechecks
     for recheck in spec.get("rechecks", []):
         inputs = seeded_call(get_inputs, recheck["seed"], device)
-        report = {"index": recheck["index"], "seed": recheck["seed"]}
-        report.update(_reference_and_diffs(model, inputs, spec, recheck["file"], tolerances))
-        result["rechecks"].append(report)
+        rechecked: JudgedRecheck = {
+            "index": recheck["index"],
+            "seed": recheck["seed"],
+            **_reference_and_diffs(model, inputs, spec, recheck["file"], tolerances),
+        }
+        rechecks.append(rechecked)
         del inputs
 
-    checked = [d for report in result["trials"] + result["rechecks"] for d in report.get("diffs", [])]
+    checked = [d for report in [*trials, *rechecks] for d in report.get("diffs", [])]
     if gate is not None and (spec.get("baselines") or spec.get("measure_bandwidth")):
         gate.hold("exclusive")
     if all(d.get("passed") for d in checked):  # no baseline is worth timing for a wrong answer
@@ -116,8 +138,8 @@ def _judge(spec: dict, result: dict, gate: GpuGate | None) -> None:
 
 
 def _reference_and_diffs(
-    model: torch.nn.Module, inputs: list, spec: dict, file: str, tolerances: dict
-) -> dict:
+    model: torch.nn.Module, inputs: list, spec: JudgeSpec, file: str, tolerances: Tolerances
+) -> ReferenceOutputs:
     device = spec["device"]
     pristine = clone_tree(inputs)
     with torch.no_grad():
@@ -126,7 +148,7 @@ def _reference_and_diffs(
         torch.cuda.synchronize()
     input_tensors, pristine_tensors = tensors_in(inputs), tensors_in(pristine)
     structure, leaves = flatten_outputs(expected)
-    report = {
+    return {
         "structure": structure,
         "leaves": [describe_leaf(leaf) for leaf in leaves],
         "reference_mutates_inputs": any(
@@ -137,24 +159,26 @@ def _reference_and_diffs(
         ),
         "input_bytes": nbytes(pristine),
         "output_bytes": nbytes(leaves),
+        "diffs": _diffs(spec, file, structure, leaves, tolerances),
     }
+
+
+def _diffs(
+    spec: JudgeSpec, file: str, structure: str, leaves: list, tolerances: Tolerances
+) -> list[DiffRecord]:
+    """The candidate's outputs in `file` against the expected `leaves`, one record per leaf."""
     try:
         candidate = torch.load(
             os.path.join(spec["exchange_dir"], file), map_location="cpu", weights_only=True, mmap=True
         )
     except Exception as exc:  # the file is the candidate process's to write: its fault, not ours
-        report["diffs"] = [
-            {"passed": False, "problems": [f"the candidate's output file is unreadable: {exc}"]}
-        ]
-        return report
+        return [{"passed": False, "problems": [f"the candidate's output file is unreadable: {exc}"]}]
     if not isinstance(candidate, dict) or not isinstance(candidate.get("items"), list):
-        report["diffs"] = [{"passed": False, "problems": ["the candidate's output file is malformed"]}]
-        return report
+        return [{"passed": False, "problems": ["the candidate's output file is malformed"]}]
     if candidate.get("structure") != structure or len(candidate["items"]) != len(leaves):
         problem = f"the output is {candidate.get('structure')} where {structure} is expected"
-        report["diffs"] = [{"passed": False, "problems": [problem]}]
-        return report
-    diffs = []
+        return [{"passed": False, "problems": [problem]}]
+    diffs: list[DiffRecord] = []
     for want, got in zip(leaves, candidate["items"], strict=True):
         if type(want) is torch.Tensor:
             if type(got) is not torch.Tensor:
@@ -167,11 +191,10 @@ def _reference_and_diffs(
         else:
             atol, rtol, _ = tolerance_for(torch.float32, tolerances)
             diffs.append(compare_values(want, got, atol=atol, rtol=rtol))
-    report["diffs"] = diffs
-    return report
+    return diffs
 
 
-def _baselines(model: torch.nn.Module, get_inputs: object, spec: dict) -> dict:
+def _baselines(model: torch.nn.Module, get_inputs: object, spec: JudgeSpec) -> JudgeBaselines:
     wanted = spec.get("baselines") or {}
     device = spec["device"]
     config = TimingConfig.from_dict(spec.get("timing"))
@@ -179,7 +202,7 @@ def _baselines(model: torch.nn.Module, get_inputs: object, spec: dict) -> dict:
     def make_inputs(_index: int) -> list:
         return seeded_call(get_inputs, int.from_bytes(os.urandom(8), "little") >> 2, device)  # type: ignore[arg-type]
 
-    out: dict = {}
+    out: JudgeBaselines = {}
     with torch.no_grad():
         if wanted.get("eager"):
             out["eager"] = _guarded(
@@ -188,7 +211,7 @@ def _baselines(model: torch.nn.Module, get_inputs: object, spec: dict) -> dict:
         mode = wanted.get("compile_mode")
         if mode:
 
-            def compiled_timing() -> dict:
+            def compiled_timing() -> TimingRecord:
                 torch._dynamo.reset()
                 compiled = torch.compile(model, mode=mode, dynamic=False)
                 compiled(*make_inputs(0))  # compiles; the timing's own warm-up follows
@@ -198,17 +221,17 @@ def _baselines(model: torch.nn.Module, get_inputs: object, spec: dict) -> dict:
     return out
 
 
-def _guarded(measure: object) -> dict:
+def _guarded(measure: Callable[[], TimingRecord]) -> TimingRecord | BaselineError:
     try:
-        return measure()  # type: ignore[operator]
+        return measure()
     except Exception as exc:
         if classify_error(exc) == "cuda_error":
             raise
         return {"error": f"{type(exc).__name__}: {exc}"[:2000]}
 
 
-def _device_info(device: str) -> dict:
-    info = {"device": device, "torch": torch.__version__, "python": sys.version.split()[0]}
+def _device_info(device: str) -> WorkerDevice:
+    info: WorkerDevice = {"device": device, "torch": torch.__version__, "python": sys.version.split()[0]}
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(torch.device(device))
         info.update(name=props.name, capability=f"{props.major}.{props.minor}")

@@ -13,9 +13,12 @@ import sys
 import traceback
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from protocol import LeafDescription
 
 _INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 OOM_ERRORS: tuple[type[BaseException], ...] = (
@@ -207,7 +210,7 @@ def flatten_outputs(value: Any) -> tuple[str, list[Any]]:
     return f"other:{type_name(value)}", [value]
 
 
-def describe_leaf(value: Any) -> dict[str, Any]:
+def describe_leaf(value: Any) -> LeafDescription:
     """What the host needs to know of one output leaf, without calling into it."""
     if type(value) is torch.Tensor:
         return {

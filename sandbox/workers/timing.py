@@ -33,9 +33,12 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
+
+if TYPE_CHECKING:
+    from protocol import TimingRecord, TimingSettings
 
 TIMING_VERSION = 3  # part of every baseline cache key: bump when the procedure changes
 FLUSH_BYTES = 256 * 1024 * 1024
@@ -55,11 +58,11 @@ class TimingConfig:
     max_seconds: float = 10.0
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any] | None) -> TimingConfig:
+    def from_dict(cls, values: TimingSettings | None) -> TimingConfig:
         return cls(**(values or {}))
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self) -> TimingSettings:
+        return cast("TimingSettings", asdict(self))
 
 
 def quantile(sorted_values: list[float], q: float) -> float:
@@ -83,7 +86,7 @@ def summarize(
     sync_gap_ms: float | None = None,
     reference_gap_ms: float | None = None,
     other_streams_ms: float = 0.0,
-) -> dict:
+) -> TimingRecord:
     ordered = sorted(times_ms)
     n = len(ordered)
     mean = sum(ordered) / n
@@ -296,7 +299,7 @@ def time_calls(
     config: TimingConfig | None = None,
     on_output: Callable[[int, Any, Any], None] | None = None,
     session: TimedSession | None = None,
-) -> dict[str, Any]:
+) -> TimingRecord:
     """Median, IQR and CV of `call(make_inputs(i))` over adaptive repetitions.
 
     `make_inputs(i)` is called before each repetition's clock starts (warm-up: negative i);

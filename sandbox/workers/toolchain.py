@@ -20,7 +20,10 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from protocol import WorkspaceBuildSpec
 
 PCH_HEADER = "kernel_agent_torch.h"
 PCH_SOURCE = """\
@@ -34,7 +37,7 @@ PCH_SOURCE = """\
 _TOOLCHAIN_KEYS = ("name", "cflags", "cuda_cflags", "ldflags", "include_dirs")
 
 
-def toolchain_hash(spec: dict[str, Any]) -> str:
+def toolchain_hash(spec: WorkspaceBuildSpec) -> str:
     try:
         torch_version = metadata.version("torch")
     except metadata.PackageNotFoundError:
@@ -51,7 +54,7 @@ def toolchain_hash(spec: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def prepare(spec: dict[str, Any], toolchain_dir: Path) -> tuple[str, bool, str]:
+def prepare(spec: WorkspaceBuildSpec, toolchain_dir: Path) -> tuple[str, bool, str]:
     """(ninja header text, whether the PCH is usable, log). Caller holds the directory lock."""
     header_path = toolchain_dir / "header.ninja"
     if header_path.is_file():
@@ -63,7 +66,7 @@ def prepare(spec: dict[str, Any], toolchain_dir: Path) -> tuple[str, bool, str]:
     return header, pch_ok, log
 
 
-def _torch_ninja_header(spec: dict[str, Any], toolchain_dir: Path) -> str:
+def _torch_ninja_header(spec: WorkspaceBuildSpec, toolchain_dir: Path) -> str:
     from torch.utils import cpp_extension
 
     probe = toolchain_dir / "probe.ninja"

@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,8 +45,19 @@ from referee_common import (  # noqa: E402
 )
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
+if TYPE_CHECKING:
+    from protocol import (
+        KnownRequest,
+        Tolerances,
+        TuneJudgeAnswer,
+        TuneJudgeReady,
+        TuneJudgeSpec,
+        TuneVerdict,
+        VerifyRequest,
+    )
 
-def reply(body: dict) -> None:
+
+def reply(body: TuneJudgeReady | TuneJudgeAnswer) -> None:
     _out.write(json.dumps(body) + "\n")
     _out.flush()
 
@@ -67,7 +79,7 @@ def fingerprint(items: list) -> str:
     return "|".join(parts)
 
 
-def setup(spec: dict) -> tuple[list, str]:
+def setup(spec: TuneJudgeSpec) -> tuple[list, str]:
     device = spec["device"]
     namespace = load_task_module(spec["task_source"], spec["task_filename"])
     init_args = seeded_call(namespace["get_init_inputs"], spec["init_seed"], device)
@@ -101,7 +113,14 @@ def setup(spec: dict) -> tuple[list, str]:
     return kept, structure
 
 
-def verify(path: str, expected: list, structure: str, tolerances: dict, verdicts: dict, device: str) -> dict:
+def verify(
+    path: str,
+    expected: list,
+    structure: str,
+    tolerances: Tolerances,
+    verdicts: dict[str, TuneVerdict],
+    device: str,
+) -> TuneVerdict:
     try:
         got = torch.load(path, map_location=device, weights_only=True)
     except Exception as exc:
@@ -137,7 +156,7 @@ def verify(path: str, expected: list, structure: str, tolerances: dict, verdicts
                 where if "worst_index" in diff else ""
             )
             break
-    verdict = {"passed": not problem, "problem": problem}
+    verdict: TuneVerdict = {"passed": not problem, "problem": problem}
     verdicts[mark] = verdict
     return {**verdict, "fingerprint": mark, "cached": False}
 
@@ -146,29 +165,34 @@ def main() -> None:
     line = sys.stdin.readline()
     if not line.strip():
         return
-    spec = json.loads(line)
+    spec: TuneJudgeSpec = json.loads(line)
     try:
         expected, structure = setup(spec)
     except BaseException as exc:
         message, tb = describe_error(exc)
         reply({"ready": False, "message": message, "traceback": tb})
         return
-    verdicts: dict[str, dict] = {}
+    verdicts: dict[str, TuneVerdict] = {}
     for raw in sys.stdin:
         if not raw.strip():
             continue
-        request = json.loads(raw)
+        request = json.loads(raw)  # a TuneJudgeRequest, read by its op
         op = request.get("op")
         if op == "stop":
             break
+        ident = request.get("id")
+        answer: TuneJudgeAnswer
         if op == "verify":
-            body = verify(request["file"], expected, structure, spec["tolerances"], verdicts, spec["device"])
+            asked: VerifyRequest = request
+            verdict = verify(asked["file"], expected, structure, spec["tolerances"], verdicts, spec["device"])
+            answer = {"id": ident, **verdict}
         elif op == "known":
-            known = verdicts.get(request["fingerprint"])
-            body = {"known": known is not None, **(known or {})}
+            query: KnownRequest = request
+            known = verdicts.get(query["fingerprint"])
+            answer = {"id": ident, "known": False} if known is None else {"id": ident, "known": True, **known}
         else:
-            body = {"error": f"unknown op {op!r}"}
-        reply({"id": request.get("id"), **body})
+            answer = {"id": ident, "error": f"unknown op {op!r}"}
+        reply(answer)
 
 
 if __name__ == "__main__":

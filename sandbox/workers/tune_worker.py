@@ -27,13 +27,41 @@ import shutil
 import sys
 import threading
 import time
+import types
+from collections.abc import Mapping
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from protocol import stdout_to_stderr
+from protocol import (
+    DoneLine,
+    ItemFailure,
+    MeasureLine,
+    RetimeLine,
+    RetimeRequest,
+    TimingSettings,
+    TuneHang,
+    TuneItem,
+    TuneRequest,
+    TuneWorkerFailed,
+    TuneWorkerReady,
+    TuneWorkerStart,
+    stdout_to_stderr,
+)
 
 
-def _write_json(path: str, body: dict) -> None:
+def _load_module(name: str, path: str, *, register: bool = False) -> types.ModuleType:
+    """Import the file at `path` as module `name` (put in sys.modules before it runs with `register`)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path} as {name}")
+    module = importlib.util.module_from_spec(spec)
+    if register:
+        sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _write_json(path: str, body: Mapping[str, object]) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as handle:
         json.dump(body, handle)
@@ -57,21 +85,22 @@ class Watchdog:
         while True:
             time.sleep(0.2)
             if self.deadline is not None and time.monotonic() > self.deadline:
-                _write_json(os.path.join(self.exchange, "hang.json"), {"key": self.key})
+                hang: TuneHang = {"key": self.key}
+                _write_json(os.path.join(self.exchange, "hang.json"), hang)
                 os._exit(3)
 
 
 class Candidate:
     """The candidate's model(s): one for runtime mode, one per variant .so in define mode."""
 
-    def __init__(self, spec: dict, state: dict, init_args: list) -> None:
+    def __init__(self, spec: TuneWorkerStart, state: dict, init_args: list) -> None:
         self.spec = spec
         self.state = state
         self.init_args = init_args
         self.models: dict[str, object] = {}
         self.tune: dict | None = None
 
-    def model_for(self, item: dict | None) -> object:
+    def model_for(self, item: TuneItem | None) -> object:
         # Define mode keys models by configuration: a slot's .so path is reused by later variants.
         module = (item or {}).get("module")
         key = item["key"] if module and item else ""
@@ -91,15 +120,9 @@ class Candidate:
                 private = os.path.join(self.spec["exchange_dir"], "so", str(len(self.models)))
                 os.makedirs(private, exist_ok=True)
                 path = shutil.copy(module, os.path.join(private, solution["extension"] + ".so"))
-            ext_spec = importlib.util.spec_from_file_location(solution["extension"], path)
-            extension = importlib.util.module_from_spec(ext_spec)
-            ext_spec.loader.exec_module(extension)
-            sys.modules[solution["extension"]] = extension
+            sys.modules[solution["extension"]] = _load_module(solution["extension"], path)
         name = f"{solution['module_name']}_{len(self.models)}"
-        entry_spec = importlib.util.spec_from_file_location(name, solution["entry"])
-        entry = importlib.util.module_from_spec(entry_spec)
-        sys.modules[name] = entry
-        entry_spec.loader.exec_module(entry)
+        entry = _load_module(name, solution["entry"], register=True)
         if self.spec["mode"] == "runtime":
             tune = entry.__dict__.get("TUNE")
             missing = [p for p in self.spec["params"] if not isinstance(tune, dict) or p not in tune]
@@ -118,7 +141,7 @@ class Candidate:
             raise LookupError(f"ModelNew's state does not match Model's: {loaded}")
         return model
 
-    def apply(self, item: dict) -> object:
+    def apply(self, item: TuneItem) -> object:
         model = self.model_for(item)
         if self.tune is not None and self.spec["mode"] == "runtime":
             self.tune.update(item["values"])
@@ -126,7 +149,7 @@ class Candidate:
 
 
 def main() -> None:
-    spec = json.loads(sys.stdin.buffer.read())
+    spec: TuneWorkerStart = json.loads(sys.stdin.buffer.read())
     exchange = spec["exchange_dir"]
     with stdout_to_stderr():
         try:
@@ -135,7 +158,8 @@ def main() -> None:
             from referee_common import describe_error
 
             message, tb = describe_error(exc)
-            _write_json(os.path.join(exchange, "failed.json"), {"message": message, "traceback": tb})
+            failed: TuneWorkerFailed = {"message": message, "traceback": tb}
+            _write_json(os.path.join(exchange, "failed.json"), failed)
             sys.stderr.flush()
             os._exit(0)
         serve(spec, ctx)
@@ -143,7 +167,7 @@ def main() -> None:
     os._exit(0)
 
 
-def setup(spec: dict) -> dict:
+def setup(spec: TuneWorkerStart) -> dict:
     import torch
     from referee_common import build_reference, checksum, load_task_module, seeded_call, tensors_in
 
@@ -160,12 +184,16 @@ def setup(spec: dict) -> dict:
     if spec["mode"] == "runtime":
         candidate.model_for(None)
     name = torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"
-    ready = {"ready": True, "device": name, "input_checksums": [checksum(t) for t in tensors_in(inputs)]}
+    ready: TuneWorkerReady = {
+        "ready": True,
+        "device": name,
+        "input_checksums": [checksum(t) for t in tensors_in(inputs)],
+    }
     _write_json(os.path.join(spec["exchange_dir"], "ready.json"), ready)
     return {"candidate": candidate, "inputs": inputs, "sent": set()}
 
 
-def serve(spec: dict, ctx: dict) -> None:
+def serve(spec: TuneWorkerStart, ctx: dict) -> None:
     exchange = spec["exchange_dir"]
     watchdog = Watchdog(exchange)
     n = 0
@@ -178,7 +206,7 @@ def serve(spec: dict, ctx: dict) -> None:
             time.sleep(0.002)
             continue
         with open(path) as handle:
-            request = json.load(handle)
+            request: TuneRequest = json.load(handle)
         out = open(os.path.join(exchange, f"res_{n}.jsonl"), "w")  # noqa: SIM115 - kept open for the request
         fatal = False
         try:
@@ -203,7 +231,8 @@ def serve(spec: dict, ctx: dict) -> None:
                 out.write(json.dumps(result) + "\n")
                 fatal = bool(result.get("fatal"))
             if not fatal:  # a dead context: the host learns it from the exit, then starts a fresh worker
-                out.write(json.dumps({"done": True}) + "\n")
+                done: DoneLine = {"done": True}
+                out.write(json.dumps(done) + "\n")
         finally:
             out.close()
         if fatal:
@@ -212,7 +241,7 @@ def serve(spec: dict, ctx: dict) -> None:
         idle_since = time.monotonic()
 
 
-def _fail(exc: BaseException) -> dict:
+def _fail(exc: BaseException) -> ItemFailure:
     from referee_common import classify_error, describe_error
 
     kind = classify_error(exc)
@@ -220,14 +249,16 @@ def _fail(exc: BaseException) -> dict:
     return {"status": "failed", "error": f"{kind}: {message}", "fatal": kind == "cuda_error"}
 
 
-def measure(spec: dict, ctx: dict, item: dict, timing_dict: dict, tag: str) -> dict:
+def measure(
+    spec: TuneWorkerStart, ctx: dict, item: TuneItem, timing_dict: TimingSettings, tag: str
+) -> MeasureLine:
     import torch
     from referee_common import checksum, clone_tree, flatten_outputs
     from timing import TimingConfig, time_calls
 
     device = spec["device"]
     started = time.monotonic()
-    result: dict = {"key": item["key"]}
+    result: MeasureLine = {"key": item["key"]}
     try:
         model = ctx["candidate"].apply(item)
         inputs = clone_tree(ctx["inputs"])
@@ -259,14 +290,14 @@ def measure(spec: dict, ctx: dict, item: dict, timing_dict: dict, tag: str) -> d
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
-        result.update(_fail(exc))
+        result.update(**_fail(exc))
         if device.startswith("cuda") and not result.get("fatal"):
             torch.cuda.empty_cache()
     result["gpu_s"] = time.monotonic() - started
     return result
 
 
-def retime(spec: dict, ctx: dict, request: dict) -> dict:
+def retime(spec: TuneWorkerStart, ctx: dict, request: RetimeRequest) -> RetimeLine:
     """Rounds of one timing per item, the order rotated each round, so drift hits all alike."""
     import torch
     from referee_common import clone_tree

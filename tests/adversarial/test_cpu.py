@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent.referee import judge_compiled
+from agent.referee import EvalOptions, judge_compiled
 from agent.referee.baselines import BaselineCache
 from agent.referee.guard_static import codes, scan_python, scan_solution, scan_sources
 from agent.tasks import load_task
@@ -219,14 +219,16 @@ def test_cpu_candidate_gets_its_verdict(cand: Candidate, tmp_path: Path) -> None
             task,
             open_solution(path),
             python_only_compile(path),
+            EvalOptions(
+                policy=cand.policy,
+                device="cpu",
+                trials=2,
+                profile=cand.profile or flag is not None,
+                compile_mode=None,
+                timing=QUICK_TIMING,
+                run_timeout_s=120.0,
+            ),
             sandbox=box,
-            policy=cand.policy,
-            device="cpu",
-            trials=2,
-            profile=cand.profile or flag is not None,
-            compile_mode=None,
-            timing=QUICK_TIMING,
-            run_timeout=120.0,
             baseline_cache=BaselineCache(tmp_path / "baselines.json"),
         )
     flags = {f.code for f in (result.performance.flags if result.performance else [])}

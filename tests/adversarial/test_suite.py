@@ -27,7 +27,7 @@ import pytest
 import torch
 
 from agent.build.compile import compile_solution
-from agent.referee import EvalResult, evaluate
+from agent.referee import EvalOptions, EvalResult, evaluate
 from agent.referee.baselines import BaselineCache
 from agent.referee.guard_static import codes, scan_solution
 from agent.tasks import Task, load_task
@@ -117,13 +117,15 @@ def judge(
     return evaluate(
         tasks[cand.expected["task"]],
         built[cand.name],
-        policy=cand.policy,
-        trials=TRIALS,
-        profile=cand.profile,
-        compile_mode=None,
-        timing=SUITE_TIMING,
+        EvalOptions(
+            policy=cand.policy,
+            trials=TRIALS,
+            profile=cand.profile,
+            compile_mode=None,
+            timing=SUITE_TIMING,
+            run_timeout_s=300.0,
+        ),
         baseline_cache=baselines,
-        run_timeout=300.0,
     )
 
 

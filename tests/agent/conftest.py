@@ -12,6 +12,7 @@ import pytest
 from agent.budget import Budget, BudgetLimits
 from agent.messages import Usage
 from agent.models.scripted import ScriptedModel, ScriptedStep
+from agent.referee import EvalOptions
 from agent.run.result import SolveResult
 from agent.run.solve import SolveConfig, solve
 from agent.tasks import Task, parse_task
@@ -66,7 +67,7 @@ def make_context(tmp_path: Path, relu_task: Task, build_cache: Path) -> Callable
             budget=Budget(limits),
             candidates=CandidateBook(),
             events=RecordedEvents(),
-            settings=ToolSettings(arch="sm_90", **settings),
+            settings=ToolSettings(referee=EvalOptions(arch="sm_90"), **settings),
         )
 
     return make
@@ -89,7 +90,14 @@ def run_solve(
     options: dict[str, Any] = {"cache_dir": cache_dir} if cache_dir else {}
     extra: dict[str, Any] = {"clock": clock} if clock else {}
     result = solve(
-        SolveConfig(task=task.path, out=out, model="scripted", budget=limits, arch="sm_90", **config),
+        SolveConfig(
+            task=task.path,
+            out=out,
+            model="scripted",
+            budget=limits,
+            referee=EvalOptions(arch="sm_90"),
+            **config,
+        ),
         model=model,
         referee=referee or FakeReferee(),
         task=task,

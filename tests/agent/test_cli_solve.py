@@ -50,11 +50,11 @@ def invoke(*args: str) -> tuple[int, str]:
     ("model", "key"),
     [("anthropic:claude-sonnet-5-5", "ANTHROPIC_API_KEY"), ("openai:gpt-4o", "OPENAI_API_KEY")],
 )
-def test_without_an_api_key_it_says_what_to_set_before_anything_else(
+def test_without_an_api_key_it_says_what_to_set_before_any_gpu_probe(
     tmp_path: Path, model: str, key: str
 ) -> None:
     out = tmp_path / "out"
-    code, output = invoke(str(tmp_path / "no-such-task.py"), "--model", model, "--out", str(out))
+    code, output = invoke(str(RELU_TASK), "--model", model, "--out", str(out))
     assert code == 2
     assert f"--model {model} needs an API key: set {key}" in " ".join(output.split())
     assert not out.exists()

@@ -20,6 +20,7 @@ from agent.messages import (
 from agent.models.base import ModelError
 from agent.models.replay import ReplayModel
 from agent.models.scripted import ScriptedModel, text_turn, tool_call_turn
+from agent.referee import EvalOptions
 from agent.run.solve import SolveConfig, SolveError, solve
 from agent.tasks import Task
 from agent.transcripts.format import (
@@ -342,7 +343,9 @@ def test_replaying_a_transcript_reproduces_the_run(tmp_path: Path, relu_task: Ta
     assert replay.name == "replay:scripted" and replay.turns == steps
 
     second = solve(
-        SolveConfig(task=relu_task.path, out=tmp_path / "second", budget=UNLIMITED, arch="sm_90"),
+        SolveConfig(
+            task=relu_task.path, out=tmp_path / "second", budget=UNLIMITED, referee=EvalOptions(arch="sm_90")
+        ),
         model=replay,
         referee=FakeReferee(),
         task=relu_task,
@@ -358,7 +361,9 @@ def test_replaying_a_transcript_reproduces_the_run(tmp_path: Path, relu_task: Ta
 
     short = ReplayModel(replay.responses[:1])
     third = solve(
-        SolveConfig(task=relu_task.path, out=tmp_path / "third", budget=UNLIMITED, arch="sm_90"),
+        SolveConfig(
+            task=relu_task.path, out=tmp_path / "third", budget=UNLIMITED, referee=EvalOptions(arch="sm_90")
+        ),
         model=short,
         referee=FakeReferee(),
         task=relu_task,
@@ -389,7 +394,12 @@ def test_progress_reports_turn_best_and_budget(tmp_path: Path, relu_task: Task) 
     lines: list[str] = []
     steps = [write_turn("FAKE-SPEEDUP: 1.5"), tool_call_turn("profile"), tool_call_turn("submit")]
     solve(
-        SolveConfig(task=relu_task.path, out=tmp_path / "out", budget=BudgetLimits(turns=10), arch="sm_90"),
+        SolveConfig(
+            task=relu_task.path,
+            out=tmp_path / "out",
+            budget=BudgetLimits(turns=10),
+            referee=EvalOptions(arch="sm_90"),
+        ),
         model=ScriptedModel(steps, cost_usd=0.5),
         referee=FakeReferee(gpu_s=3.0),
         task=relu_task,

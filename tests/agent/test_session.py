@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from agent.build.toolkit import find_toolkit
+from agent.referee import EvalOptions
 from agent.run.replay import ReplayReport, replay_run
 from agent.tasks import load_task
 from agent.tools.candidates import RefereeAdapter
@@ -152,7 +153,7 @@ def _write_replay_report(report: ReplayReport, folder: Path) -> None:
 @pytest.mark.gpu
 def test_pipeline_session_end_to_end_on_the_gpu_then_replayed(tmp_path: Path) -> None:
     task = load_task(FUSED_TASK)
-    referee = RefereeAdapter(policy="strict")
+    referee = RefereeAdapter(EvalOptions(policy="strict"))
     limits = UNLIMITED.model_copy(update={"gpu": 1800.0})
     out = tmp_path / "scripted"
     result, model = run_solve(out, pipeline_steps(FUSED_PLAN), task, referee=referee, limits=limits)
@@ -189,7 +190,7 @@ def test_relu_session_with_the_real_referee(tmp_path: Path) -> None:
         tmp_path / "out",
         pipeline_steps(plan),
         load_task(RELU_TASK),
-        referee=RefereeAdapter(policy="strict"),
+        referee=RefereeAdapter(EvalOptions(policy="strict")),
         limits=UNLIMITED.model_copy(update={"gpu": 1800.0}),
     )
     assert result.status == "submitted" and result.verified, result.message

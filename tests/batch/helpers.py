@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.batch.config import BatchConfig, EvalOptions
+from agent.batch.config import BatchConfig, JudgingOptions
 from agent.batch.executors import Evaluator
 from agent.batch.fakes import fake_compile, fake_judge
 from agent.batch.runner import BatchRunner, BatchSummary, make_evaluator
@@ -75,7 +75,7 @@ def fake_config(tmp: Path, tasks: Path, solutions: Path | None, **overrides: Any
         "compile_workers": 2,
         "instantiate_tasks": False,
         "gpu_lock_dir": tmp / "gpu-locks",
-        "eval": EvalOptions(arch="9.0", extra=extra),
+        "eval": JudgingOptions(arch="9.0", extra=extra),
     }
     base.update(overrides)
     return BatchConfig(**base)

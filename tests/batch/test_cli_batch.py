@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from agent.batch.config import EvalOptions
+from agent.batch.config import JudgingOptions
 from agent.batch.runner import BatchRunner
 from agent.batch.store import Store
 from agent.cli.batch import register
@@ -139,7 +139,7 @@ def test_the_real_referee_judges_through_the_batch_on_the_cpu_device(tmp_path: P
         gpus=[],
         concurrency=2,
         instantiate_tasks=True,
-        eval=EvalOptions(
+        eval=JudgingOptions(
             device="cpu", policy="kernelbench", profile=True, compile_mode=None, trials=2, arch="9.0"
         ),
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.batch.config import BatchConfig, EvalOptions
+from agent.batch.config import BatchConfig, JudgingOptions
 from agent.batch.runner import BatchRunner
 from agent.batch.scheduler import visible_gpus
 from agent.batch.store import Store
@@ -45,7 +45,7 @@ def test_batch_judges_benchmark_solutions_on_the_gpus(tmp_path: Path) -> None:
         evals_per_gpu=4,
         compile_workers=os.cpu_count() or 1,
         concurrency=(os.cpu_count() or 1) + 2 * 4 * len(gpus),
-        eval=EvalOptions(),
+        eval=JudgingOptions(),
     )
     summary = BatchRunner(config).run()
     with Store(config.store) as store:

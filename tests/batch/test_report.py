@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent.batch.config import AttemptOutcome, EvalJob, EvalOptions, WorkItem
+from agent.batch.config import AttemptOutcome, EvalJob, JudgingOptions, WorkItem
 from agent.batch.fakes import fake_compile, fake_result
 from agent.batch.report import build_reports, render_markdown, write_reports
 from agent.batch.store import Store
@@ -49,7 +49,7 @@ def fill_store(tmp_path: Path) -> Path:
             if spec is None:
                 outcome = AttemptOutcome(status="error", error="Traceback...\nRuntimeError: worker died")
             else:
-                job = EvalJob(task=item.task, solution=item.task.path, options=EvalOptions())
+                job = EvalJob(task=item.task, solution=item.task.path, options=JudgingOptions())
                 outcome = AttemptOutcome(
                     status="done",
                     result=fake_result(job, fake_compile(job), spec),
@@ -139,3 +139,36 @@ def test_the_browser_check_sees_a_broken_page(tmp_path: Path) -> None:
     dom, log = render(page)
     assert any("notDefined" in line for line in console_messages(log))
     assert 'data-rendered="ok"' not in dom
+
+
+def test_report_opens_the_store_read_only_and_refuses_an_empty_selection(tmp_path: Path) -> None:
+    from agent.batch.report import NothingToReport
+
+    store = fill_store(tmp_path)
+    before = {p.name: p.read_bytes() for p in store.parent.iterdir() if p.is_file()}
+    build_reports(store)
+    assert {p.name: p.read_bytes() for p in store.parent.iterdir() if p.is_file()} == before
+    with pytest.raises(NothingToReport, match="deadbeef"):
+        build_reports(store, "deadbeef")
+    with pytest.raises(NothingToReport):
+        write_reports([], tmp_path / "nothing")
+    assert not (tmp_path / "nothing").exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"not sqlite\n", b"SQLite format 3\x00" + b"\xff" * 4000],
+    ids=["empty", "text", "corrupt"],
+)
+def test_a_file_that_is_not_a_store_is_refused_and_left_alone(tmp_path: Path, content: bytes) -> None:
+    from agent.batch.store import StoreError, check_store_file
+
+    path = tmp_path / "x.sqlite"
+    path.write_bytes(content)
+    opens = [lambda: check_store_file(path), lambda: Store(path, readonly=True), lambda: build_reports(path)]
+    if content:  # an empty file may be a store that another batch is creating
+        opens.append(lambda: Store(path))
+    for open_it in opens:
+        with pytest.raises(StoreError, match=str(path)):
+            open_it()
+    assert path.read_bytes() == content

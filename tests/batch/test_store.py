@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.batch.config import AttemptOutcome, BatchConfig, EvalJob, EvalOptions, WorkItem
+from agent.batch.config import AttemptOutcome, BatchConfig, EvalJob, JudgingOptions, WorkItem
 from agent.batch.fakes import fake_compile, fake_result
 from agent.batch.migrations import MIGRATIONS
 from agent.batch.store import Store, StoreError
@@ -36,7 +36,7 @@ def config(tmp_path: Path) -> BatchConfig:
 
 
 def done(item: WorkItem, verdict: str = "correct") -> AttemptOutcome:
-    job = EvalJob(task=item.task, solution=item.task.path, options=EvalOptions())
+    job = EvalJob(task=item.task, solution=item.task.path, options=JudgingOptions())
     result = fake_result(job, fake_compile(job), {"verdict": verdict, "speedup_eager": 1.5})
     return AttemptOutcome(status="done", result=result, tokens=10, usd=0.5, wall_s=1.0)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.build.compile import CompileResult
-from agent.referee import EvalResult, judge_compiled
+from agent.referee import EvalOptions, EvalResult, judge_compiled
 from agent.referee.baselines import BaselineCache
 from agent.tasks import load_task
 from agent.workspace import open_solution
@@ -76,24 +76,23 @@ JudgeCpu = Callable[..., EvalResult]
 @pytest.fixture
 def judge_cpu(tmp_path: Path) -> JudgeCpu:
     """judge_cpu(task, candidate, policy=..., **options): verify (and by default profile) a
-    python-only candidate on the CPU, end to end through the real worker processes."""
+    python-only candidate on the CPU, end to end through the real worker processes; `options` are
+    EvalOptions fields."""
 
     def run(task: str, candidate: str, *, policy: str = "strict", **options: object) -> EvalResult:
         path = copy_candidate(candidate, tmp_path / candidate)
         options.setdefault("trials", 3)
-        options.setdefault("run_timeout", 120.0)
+        options.setdefault("run_timeout_s", 120.0)
         options.setdefault("compile_mode", None)
         options.setdefault("timing", QUICK_TIMING)
-        options.setdefault("baseline_cache", BaselineCache(tmp_path / "baselines.json"))
         with open_sandbox("local", workspace=path.parent) as box:
             return judge_compiled(
                 load_task(TASKS / f"{task}.py", instantiate=False),
                 open_solution(path),
                 python_only_compile(path),
+                EvalOptions(policy=policy, device="cpu", **options),  # type: ignore[arg-type]
                 sandbox=box,
-                policy=policy,
-                device="cpu",
-                **options,  # type: ignore[arg-type]
+                baseline_cache=BaselineCache(tmp_path / "baselines.json"),
             )
 
     return run

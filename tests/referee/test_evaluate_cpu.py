@@ -130,7 +130,7 @@ def test_broken_candidates_fail_with_their_reason(
 
 
 def test_a_hang_times_out_and_the_next_evaluation_works(judge_cpu: JudgeCpu) -> None:
-    hung = judge_cpu("relu_small", "hang", run_timeout=20.0, trials=1)
+    hung = judge_cpu("relu_small", "hang", run_timeout_s=20.0, trials=1)
     assert hung.verdict == "timeout"
     assert hung.failure is not None and "during trial 0" in hung.failure.message
     after = judge_cpu("relu_small", "relu_numpy", trials=1, profile=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from agent.referee import EvalResult, evaluate
+from agent.referee import EvalOptions, EvalResult, evaluate
 from agent.referee.baselines import BaselineCache
 from tests.referee.conftest import TASKS, copy_candidate
 
@@ -44,8 +44,8 @@ def relu_workspace(gpu_dir: Path) -> Path:
 
 
 def judge(task: Path, solution: Path, baselines: BaselineCache, **options: object) -> EvalResult:
-    options.setdefault("run_timeout", 300.0)
-    return evaluate(task, solution, baseline_cache=baselines, **options)  # type: ignore[arg-type]
+    options.setdefault("run_timeout_s", 300.0)
+    return evaluate(task, solution, EvalOptions(**options), baseline_cache=baselines)  # type: ignore[arg-type]
 
 
 def candidate(name: str, gpu_dir: Path) -> Path:
@@ -119,7 +119,7 @@ def test_illegal_memory_access_then_the_next_evaluation_works(
 def test_infinite_loop_kernel_times_out_then_the_next_evaluation_works(
     gpu_dir: Path, baselines: BaselineCache, relu_workspace: Path
 ) -> None:
-    result = judge(RELU_TASK, candidate("infinite_loop", gpu_dir), baselines, trials=1, run_timeout=40.0)
+    result = judge(RELU_TASK, candidate("infinite_loop", gpu_dir), baselines, trials=1, run_timeout_s=40.0)
     assert result.verdict == "timeout", result.feedback()
     assert result.failure and "trial 0" in result.failure.message
     assert_honest_relu_passes(relu_workspace, baselines)

@@ -120,9 +120,9 @@ def test_a_container_candidate_runs_under_the_hosts_exclusive_hold(tmp_path: Pat
     from agent.referee.evaluate import _exclusive, gate_holders
 
     path = str(tmp_path / "gpu-0.lock")
-    assert gate_holders(path, "local") == (path, None)  # its supervisor takes the gate itself
-    assert gate_holders(path, "docker") == (None, path)  # a container cannot see the gate files
-    assert gate_holders(None, "docker") == (None, None)
+    assert gate_holders(path, sees_gates=True) == (path, None)  # its supervisor takes the gate itself
+    assert gate_holders(path, sees_gates=False) == (None, path)  # a container cannot see the gate files
+    assert gate_holders(None, sees_gates=False) == (None, None)
     with _exclusive(path):
         probe = os.open(path, os.O_RDONLY)
         try:

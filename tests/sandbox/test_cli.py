@@ -68,3 +68,27 @@ def test_info_says_what_auto_picks_and_what_local_enforces(
     assert result.exit_code == 0, result.output
     assert "auto: local (no Docker daemon answers" in result.output
     assert "local sandbox; filesystem:" in result.output
+
+
+def test_info_json_and_the_bubblewrap_hint(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/none.sock")
+    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path / "cache"))
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None if name == "bwrap" else real_which(name))
+    result = runner.invoke(sandbox_app, ["info", "--workspace", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.output)
+    assert info["auto"]["kind"] == "local" and info["local"]["backend"] == "local"
+    assert info["local"]["filesystem"] is None
+    assert "apt-get install bubblewrap" in info["hint"]
+    text = runner.invoke(sandbox_app, ["info", "--workspace", str(tmp_path)])
+    assert text.exit_code == 0 and "hint: for filesystem isolation install bubblewrap" in text.output
+
+
+def test_info_refuses_a_missing_workspace(tmp_path: Path) -> None:
+    result = runner.invoke(sandbox_app, ["info", "--workspace", str(tmp_path / "nope")])
+    assert result.exit_code == 2 and "--workspace" in result.output
+    assert not (tmp_path / "nope").exists()

@@ -17,6 +17,7 @@ import sandbox.local as local_module
 from sandbox.base import SandboxError
 from sandbox.cgroups import CgroupPlan
 from sandbox.local import LocalSandbox
+from sandbox.paths import default_cache_dir, gpu_gate_dir, harness_state_dir
 from tests.sandbox.conftest import wait_until_gone
 
 MiB = 1 << 20
@@ -237,13 +238,13 @@ def test_the_harness_state_is_out_of_the_sandboxes_reach(monkeypatch: pytest.Mon
     root = Path(tempfile.mkdtemp(prefix="kernel-agent-root-", dir="/var/tmp"))  # visible (not /tmp)
     try:
         monkeypatch.setenv("KERNEL_AGENT_CACHE", str(root))
-        state = local_module.harness_state_dir()
+        state = harness_state_dir()
         (state / "referee").mkdir(parents=True)
         (state / "referee" / "baselines.json").write_text("{}")
         workspace = root / "ws"
         workspace.mkdir()
         with LocalSandbox(workspace=workspace) as box:
-            assert Path(box.cache_path) == local_module.default_cache_dir().resolve()
+            assert Path(box.cache_path) == default_cache_dir().resolve()
             assert not Path(box.cache_path).is_relative_to(state)
             write = box.exec(["sh", "-c", f"echo x > {state}/referee/baselines.json"], timeout=30)
             plant = box.exec(
@@ -252,7 +253,7 @@ def test_the_harness_state_is_out_of_the_sandboxes_reach(monkeypatch: pytest.Mon
             build = box.exec(
                 ["sh", "-c", f"echo x > {box.cache_path}/built && cat {box.cache_path}/built"], timeout=30
             )
-            gate = box.exec(["sh", "-c", f"ls {local_module.gpu_gate_dir()}"], timeout=30)
+            gate = box.exec(["sh", "-c", f"ls {gpu_gate_dir()}"], timeout=30)
         assert write.returncode != 0 and "Read-only" in write.stderr, write
         assert plant.returncode != 0, plant
         assert (state / "referee" / "baselines.json").read_text() == "{}"

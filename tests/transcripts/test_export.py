@@ -97,3 +97,20 @@ def test_filters_keep_only_the_runs_asked_for(tmp_path: Path, relu_task) -> None
         assert len(_lines(out)) == kept, flags
     bad = _export(str(V1_TRANSCRIPT), "--format", "csv", "--out", str(tmp_path / "x"))
     assert bad.exit_code == 2
+
+
+def test_a_cut_off_run_is_counted_and_a_bad_out_is_refused(tmp_path: Path) -> None:
+    data = V1_TRANSCRIPT.read_text()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(data[: data.index('"turn":7')])
+    out = tmp_path / "x.jsonl"
+    result = _export(str(V1_TRANSCRIPT), str(cut), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "kept 2 of 2 runs (1 cut off: the run did not finish)" in " ".join(result.output.split())
+    whole = _export(str(V1_TRANSCRIPT), "--out", str(out))
+    assert whole.exit_code == 0 and "cut off" not in whole.output
+    missing = _export(str(V1_TRANSCRIPT), "--out", str(tmp_path / "missing" / "x.jsonl"))
+    assert missing.exit_code == 2 and "--out" in missing.output and not (tmp_path / "missing").exists()
+    before = cut.read_bytes()
+    onto_input = _export(str(cut), "--out", str(cut))
+    assert onto_input.exit_code == 2 and cut.read_bytes() == before

@@ -227,3 +227,54 @@ def test_the_committed_h200_transcript_replays_without_divergence(tmp_path: Path
     assert not report.diverged, report.model_dump_json(indent=2)
     final = rejudge_final(transcript, out=tmp_path / "final")
     assert not final.diverged, final.model_dump_json(indent=2)
+
+
+def test_without_a_gpu_replay_stops_before_re_running_anything(
+    recorded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    import typer
+
+    from agent.cli.transcripts import replay_command
+
+    app = typer.Typer()
+    app.command()(replay_command)
+    no_gpu = FakeReferee(gpu=None)
+    monkeypatch.setattr(agent.run.replay, "default_referee", lambda config: no_gpu)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    transcript = str(recorded / "transcript.jsonl")
+    for flags in ([], ["--final-only"]):
+        run = CliRunner().invoke(app, [transcript, *flags])
+        assert run.exit_code == 2, run.output
+        assert "no CUDA GPU" in run.output and "--allow-no-gpu" not in run.output
+        assert "diverge" not in run.output
+    assert no_gpu.calls == []
+    assert list(scratch.iterdir()) == []  # the temporary folders it made are gone
+    kept = tmp_path / "given"
+    kept.mkdir()
+    assert CliRunner().invoke(app, [transcript, "--out", str(kept)]).exit_code == 2
+    assert kept.is_dir()  # a folder the user named is theirs
+
+
+def test_a_successful_replay_keeps_its_temporary_output(
+    recorded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    import typer
+
+    from agent.cli.transcripts import replay_command
+
+    app = typer.Typer()
+    app.command()(replay_command)
+    monkeypatch.setattr(agent.run.replay, "default_referee", lambda config: FakeReferee())
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    run = CliRunner().invoke(app, [str(recorded / "transcript.jsonl"), "--arch", "sm_90"])
+    assert run.exit_code == 0, run.output
+    (made,) = scratch.iterdir()
+    assert (made / "replay.json").is_file() and str(made) in "".join(run.output.split())

@@ -113,3 +113,14 @@ def test_the_html_page_renders_in_headless_chromium_without_errors(tmp_path: Pat
     dom = chromium_dom(page)
     assert 'id="run-end"' in dom and 'id="turn-8"' in dom
     assert 'class="add"' in dom and 'class="del"' in dom
+
+
+def test_an_html_file_in_a_missing_folder_is_refused_up_front(tmp_path: Path) -> None:
+    app = typer.Typer()
+    app.command()(show_command)
+    missing = tmp_path / "missing" / "x.html"
+    result = CliRunner().invoke(app, [str(V1_TRANSCRIPT), "--html", str(missing)])
+    assert result.exit_code == 2 and "--html" in result.output and "does not exist" in result.output
+    assert not missing.parent.exists()
+    folder = CliRunner().invoke(app, [str(V1_TRANSCRIPT), "--html", str(tmp_path)])
+    assert folder.exit_code == 2 and "is a folder" in folder.output

@@ -11,6 +11,7 @@ import pytest
 from agent.budget import Budget, BudgetExhausted, BudgetLimits
 from agent.messages import ToolCall
 from agent.paths import skills_dir
+from agent.referee import EvalOptions
 from agent.tasks import load_task
 from agent.tools import Toolbox, ToolContext, ToolSettings
 from agent.tools.candidates import CandidateBook, RefereeAdapter
@@ -42,7 +43,7 @@ def context(tmp_path: Path, task, *, gpu: float | None = None) -> ToolContext:
         budget=Budget(BudgetLimits(turns=None, usd=None, wall=None, gpu=gpu)),
         candidates=CandidateBook(),
         events=Events(),
-        settings=ToolSettings(arch="9.0"),
+        settings=ToolSettings(referee=EvalOptions(arch="9.0")),
     )
 
 

@@ -4,6 +4,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+import agent.cli.tune
+from agent.cli.common import gpu_visible
 from agent.cli.tune import tune_command
 from agent.tasks import load_task
 from agent.workspace import Workspace
@@ -33,7 +35,7 @@ def invoke(*args: str):
 
 
 @pytest.mark.slow
-def test_cli_reports_problems_before_any_process_starts(tmp_path: Path):
+def test_cli_reports_problems_before_any_process_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (tmp_path / "task.py").write_text(TASK)
     ws = Workspace.create(tmp_path / "ws", load_task(tmp_path / "task.py"))
     ws.entry.write_text("TUNE = {'A': 1}\n")
@@ -45,6 +47,11 @@ def test_cli_reports_problems_before_any_process_starts(tmp_path: Path):
     result = invoke(task, root, "--strategy", "annealing")
     assert result.exit_code == 2 and "unknown strategy" in result.output
 
+    result = invoke(task, root, "--budget", "30s")
+    assert (result.exit_code == 2 and "no CUDA GPU is visible" in result.output) or gpu_visible()
+
+    # What the space check says, as on a GPU machine (it runs before any GPU work).
+    monkeypatch.setattr(agent.cli.tune, "gpu_visible", lambda: True)
     result = invoke(task, root, "--budget", "30s")
     assert result.exit_code == 1 and "tuning did not run: no kernels/tune.json" in result.output
 

@@ -50,7 +50,7 @@ def test_agent_tune_command_then_the_referee_accepts_the_tuned_solution(runtime_
     import typer
 
     from agent.cli.tune import tune_command
-    from agent.referee import evaluate
+    from agent.referee import EvalOptions, evaluate
 
     task, ws = runtime_ws
     app = typer.Typer()
@@ -64,7 +64,7 @@ def test_agent_tune_command_then_the_referee_accepts_the_tuned_solution(runtime_
     assert "best " in result.output and "final paired re-timing" in result.output
     tuned = read_tune_literal(ws.entry)
     assert tuned is not None and set(tuned) == {"BLOCK", "VEC", "UNROLL"}
-    verdict = evaluate(task, ws, compile_mode=None, profile=False, trials=2)
+    verdict = evaluate(task, ws, EvalOptions(compile_mode=None, profile=False, trials=2))
     assert verdict.verdict == "correct", verdict.reason
 
 

@@ -18,7 +18,10 @@ from typing import Any
 def serve(inbox: Connection, outbox: Connection) -> None:
     import agent.batch.jobs  # noqa: F401 - the referee's imports (torch) happen before "ready"
 
-    outbox.send(("ready", None))
+    try:
+        outbox.send(("ready", None))
+    except OSError:  # the parent closed before this worker was ready (a batch with nothing to do)
+        return
     while True:
         try:
             message = inbox.recv()
@@ -31,7 +34,10 @@ def serve(inbox: Connection, outbox: Connection) -> None:
             reply: tuple[str, Any] = ("ok", fn(*args))
         except BaseException:
             reply = ("error", traceback.format_exc())
-        outbox.send(reply)
+        try:
+            outbox.send(reply)
+        except OSError:  # the parent is gone
+            return
 
 
 if __name__ == "__main__":

@@ -1,0 +1,144 @@
+"""What every `agent` command shares: the two consoles, `fail`, and the option types.
+
+An option type is `Annotated[type, typer.Option(...)]`; where a command words an option's help
+its own way, it builds the same option with that help from the factory next to the type (for
+example `sandbox_option("Where the candidate runs: local, docker or auto.")`). Defaults stay in
+the commands' signatures. Nothing here imports the referee (it imports torch): `agent --help`
+stays fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from agent.budget import BUDGET_FLAG_HELP
+
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)  # paths in messages stay whole
+
+EXIT_USAGE = 2
+"""A usage or setup error: a bad flag, a missing file or key, a sandbox that cannot start."""
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print `error: MESSAGE` on one line of stderr and end the command with exit status `code`."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    raise typer.Exit(code)
+
+
+Options = TypeVar("Options")
+
+
+def checked_options(build: Callable[..., Options], /, **fields: Any) -> Options:
+    """`build(**fields)` for an options model (agent.referee.EvalOptions and kin); a value it
+    rejects ends the command with `fail` and the validator's own message."""
+    from pydantic import ValidationError
+
+    try:
+        return build(**fields)
+    except ValidationError as exc:
+        from agent.referee.options import validation_message
+
+        fail(validation_message(exc))
+
+
+# -- where and what for ----------------------------------------------------------------------
+
+
+def sandbox_option(help: str = "Where untrusted code runs: local, docker or auto.", **kwargs: Any) -> Any:
+    return typer.Option("--sandbox", help=help, **kwargs)
+
+
+def arch_option(
+    help: str = "GPU architecture to build for (sm_90, 9.0, ...); default: the visible GPU.", **kwargs: Any
+) -> Any:
+    return typer.Option("--arch", help=help, **kwargs)
+
+
+def json_flag(help: str = "Print the pydantic result as JSON.", **kwargs: Any) -> Any:
+    return typer.Option("--json", help=help, **kwargs)
+
+
+def budget_option(
+    help: str = f"Limits: {BUDGET_FLAG_HELP}. Defaults: turns=40,usd=10,wall=1h,gpu=15m.", **kwargs: Any
+) -> Any:
+    return typer.Option("--budget", help=help, **kwargs)
+
+
+SandboxOpt = Annotated[str, sandbox_option()]
+ArchOpt = Annotated[str | None, arch_option()]
+JsonFlag = Annotated[bool, json_flag()]
+BudgetOpt = Annotated[str | None, budget_option()]
+"""An agent run's limits, as a `--budget` spec (agent.budget.BudgetLimits.with_spec)."""
+
+
+# -- the referee's options (agent.referee.EvalOptions) -----------------------------------------
+
+
+def policy_option(
+    help: str = "Referee policy: strict (no torch compute) or kernelbench.", **kwargs: Any
+) -> Any:
+    return typer.Option("--policy", help=help, **kwargs)
+
+
+def trials_option(help: str = "Correctness trials, fresh secret seeds each.", **kwargs: Any) -> Any:
+    return typer.Option("--trials", help=help, **kwargs)
+
+
+def profile_option(help: str = "Time and profile after verifying.", **kwargs: Any) -> Any:
+    return typer.Option("--profile/--no-profile", help=help, **kwargs)
+
+
+def compile_mode_option(
+    help: str = "torch.compile mode of the baseline; 'none' skips it.", **kwargs: Any
+) -> Any:
+    return typer.Option("--compile-mode", help=help, **kwargs)
+
+
+def refresh_baselines_option(
+    help: str = "Re-time eager and torch.compile instead of using the cache.",
+    *,
+    negatable: bool = False,
+    **kwargs: Any,
+) -> Any:
+    flags = "--refresh-baselines/--no-refresh-baselines" if negatable else "--refresh-baselines"
+    return typer.Option(flags, help=help, **kwargs)
+
+
+PolicyOpt = Annotated[str, policy_option()]
+TrialsOpt = Annotated[int, trials_option(min=1)]
+ProfileOpt = Annotated[bool, profile_option()]
+CompileModeOpt = Annotated[str, compile_mode_option()]
+RefreshBaselinesOpt = Annotated[bool, refresh_baselines_option()]
+
+
+# -- a cheap GPU check -------------------------------------------------------------------------
+
+
+def gpu_visible() -> bool:
+    """Whether a CUDA GPU is visible to this process, without importing torch (a fraction of a
+    second, not the seconds torch takes): CUDA_VISIBLE_DEVICES set to nothing (or -1) hides them
+    all; otherwise `nvidia-smi -L` must list one. Commands that need a GPU call this after
+    validating their inputs and before any heavy import or work."""
+    import os
+    import shutil
+    import subprocess
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        listed = subprocess.run(
+            [smi, "-L"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return listed.returncode == 0 and any(line.startswith("GPU") for line in listed.stdout.splitlines())

@@ -1,0 +1,90 @@
+"""Task inspection reports shapes and dtypes without building the inputs: KernelBench's level-1
+inputs are 6 GB each, so `agent tasks` must not allocate them."""
+
+from __future__ import annotations
+
+import resource
+import textwrap
+from pathlib import Path
+
+from agent.tasks import load_folder, load_task
+
+# 2**40 float32 elements: 4 TiB. Only the meta device can "build" this.
+HUGE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+def get_inputs():
+    return [torch.rand(2**20, 2**20)]
+
+
+def get_init_inputs():
+    return [1 << 14]
+"""
+
+# A task that needs values while it builds its inputs cannot follow the meta device.
+NEEDS_VALUES = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def get_inputs():
+    n = int(torch.randint(3, 4, (1,)).item())
+    return [torch.rand(n, 5)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def write(folder: Path, name: str, source: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def test_huge_inputs_are_described_without_being_built(tmp_path: Path) -> None:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    task = load_task(write(tmp_path / "level1", "1_Huge.py", HUGE))
+    assert task.spec is not None
+    assert task.spec.built_on == "meta"
+    [x] = task.spec.inputs
+    assert (x.kind, x.shape, x.dtype, x.device) == ("tensor", [2**20, 2**20], "float32", "cpu")
+    assert task.spec.parameters == (1 << 14) ** 2 + (1 << 14)  # a 1 GiB Linear, counted, not allocated
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert max(before, peak_kib) < 2 * 1024 * 1024, f"the inspector's peak RSS was {peak_kib} KiB"
+
+
+def test_a_task_that_needs_values_is_built_on_the_cpu_and_says_so(tmp_path: Path) -> None:
+    task = load_task(write(tmp_path / "level1", "2_Values.py", NEEDS_VALUES))
+    assert task.spec is not None
+    assert task.spec.built_on.startswith("cpu (on meta: RuntimeError")
+    assert task.spec.inputs[0].shape == [3, 5]
+
+
+def test_a_folder_is_inspected_in_one_worker(tmp_path: Path) -> None:
+    folder = tmp_path / "level1"
+    for i in range(6):
+        write(folder, f"{i + 1}_Huge{i}.py", HUGE)
+    write(folder, "7_Values.py", NEEDS_VALUES)
+    found, errors = load_folder(tmp_path, instantiate=True)
+    assert not errors
+    assert sorted(t.problem_id for t in found) == list(range(1, 8))
+    assert sum(t.spec is not None and t.spec.built_on == "meta" for t in found) == 6
