@@ -297,11 +297,10 @@ class DockerSandbox(Sandbox):
     def _create_exec(
         self, argv: list[str], cwd: str | None, env: Mapping[str, str] | None, stdin: bool
     ) -> str:
-        container = self._started()
         for attempt in (1, 2):
             try:
                 created = self.client.api.exec_create(
-                    container.id,
+                    self._started().id,  # after a restart, the new container
                     argv,
                     stdin=stdin,
                     user=self.user,

@@ -22,8 +22,8 @@ def _run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_import_layers_hold() -> None:
-    """pyproject.toml [tool.importlinter]: cli > batch > run > tools > tune > referee > build > models
-    > transcripts > vocabulary, and sandbox/ imports nothing from agent/."""
+    """pyproject.toml [tool.importlinter]: cli > batch > run > templates > tools > tune > referee >
+    build > models > transcripts > vocabulary, and sandbox/ imports nothing from agent/."""
     proc = _run("lint-imports", "--no-cache")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from agent.batch.report import BatchReport
 
 from agent.cli.common import (
     arch_option,
@@ -167,11 +171,10 @@ def batch_command(
     as_json: Annotated[bool, json_flag("Print the report(s) as JSON; no progress display.")] = False,
 ) -> None:
     """Run the agent on every task of some folders, or judge existing solutions, into a resumable store."""
-    import json
 
     from agent.batch.config import BatchConfig, JudgingOptions
     from agent.batch.progress import LiveProgress, LogProgress, NullProgress, ProgressState
-    from agent.batch.report import NothingToReport, build_reports, print_report, write_reports
+    from agent.batch.report import NothingToReport, build_reports, write_reports
     from agent.batch.runner import run_batch
     from agent.batch.scheduler import visible_gpus
     from agent.batch.store import StoreError
@@ -281,12 +284,8 @@ def batch_command(
         md, html = write_reports(reports, config.out)
     except (StoreError, NothingToReport) as exc:
         fail(str(exc))
-    if as_json:
-        print(json.dumps([r.model_dump(mode="json") for r in reports], indent=2))
-    else:
-        console = _console(wide)
-        for report in reports:
-            print_report(report, console, candidates=False, wide=wide)
+    console = _show(reports, as_json=as_json, wide=wide, candidates=False)
+    if console is not None:
         console.print(f"store: {config.store}\nreport: {md} {html}", highlight=False)
     if summary.interrupted:
         raise typer.Exit(130)
@@ -311,9 +310,7 @@ def report_command(
     wide: Annotated[bool, typer.Option("--wide", help="Every column (wider than 80).")] = False,
 ) -> None:
     """Print KernelBench metrics (fast_p, geomean speedup, per level) and cost; write report.md and report.html."""
-    import json
-
-    from agent.batch.report import NothingToReport, build_reports, print_report, write_reports
+    from agent.batch.report import NothingToReport, build_reports, write_reports
     from agent.batch.store import StoreError
 
     path = store / "store.sqlite" if store.is_dir() else store
@@ -328,18 +325,26 @@ def report_command(
         reports = build_reports(path, batch)
     except (StoreError, NothingToReport) as exc:
         fail(str(exc))
-    if as_json:
-        print(json.dumps([r.model_dump(mode="json") for r in reports], indent=2))
-    else:
-        console = _console(wide)
-        for report in reports:
-            print_report(report, console, candidates=candidates, wide=wide)
+    console = _show(reports, as_json=as_json, wide=wide, candidates=candidates)
     try:
         md, html = write_reports(reports, out or path.parent)
     except OSError as exc:
         fail(f"{out or path.parent}: cannot write the report ({exc.strerror or exc})")
-    if not as_json:
+    if console is not None:
         console.print(f"wrote {md} and {html}", highlight=False)
+
+
+def _show(reports: list[BatchReport], *, as_json: bool, wide: bool, candidates: bool) -> Console | None:
+    """Print the reports: as JSON (returns None), or as tables on the console it returns."""
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in reports], indent=2))
+        return None
+    from agent.batch.report import print_report
+
+    console = _console(wide)
+    for report in reports:
+        print_report(report, console, candidates=candidates, wide=wide)
+    return console
 
 
 def register(app: typer.Typer) -> None:

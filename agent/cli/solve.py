@@ -45,7 +45,18 @@ def make_referee(*, options: EvalOptions) -> Referee:
     return RefereeAdapter(options)
 
 
-def _load_model(spec: str, prices: Path | None) -> Model:
+TEMPLATES = "templates"
+"""The built-in policy (agent/templates/): the template library with its slot agents, no API key."""
+
+
+def _load_model(spec: str, prices: Path | None, task: Path) -> Model:
+    if spec == TEMPLATES:
+        from agent.templates import NotCovered, build_policy
+
+        policy = build_policy(task)
+        if isinstance(policy, NotCovered):
+            fail(f"--model templates: the template library does not cover {task}: {policy.reason}")
+        return policy
     if spec.startswith("replay:"):
         from agent.models.replay import ReplayModel
         from agent.transcripts.format import TranscriptError
@@ -63,6 +74,8 @@ def _load_model(spec: str, prices: Path | None) -> Model:
 
 
 def _check_credentials(spec: str) -> None:
+    if spec == TEMPLATES:
+        return
     if spec.startswith("replay:"):
         if not Path(spec.removeprefix("replay:")).is_file():
             fail(f"--model {spec}: no such transcript file")
@@ -78,6 +91,8 @@ def _check_credentials(spec: str) -> None:
 
 
 def _check_model_spec(spec: str) -> None:
+    if spec == TEMPLATES:
+        return
     if spec.startswith("replay:"):
         if not Path(spec.removeprefix("replay:")).is_file():
             fail(f"--model {spec}: no such transcript file")
@@ -151,7 +166,8 @@ def solve_command(
         typer.Option(
             "--model",
             help="anthropic:NAME, openai:NAME, openai:NAME@http://HOST:PORT/v1 (any OpenAI-compatible server), "
-            "or replay:TRANSCRIPT.jsonl (play back a recorded run's model turns).",
+            "replay:TRANSCRIPT.jsonl (play back a recorded run's model turns), "
+            "or templates (the built-in template library, no API key).",
         ),
     ] = DEFAULT_MODEL,
     budget: BudgetOpt = None,
@@ -231,7 +247,7 @@ def solve_command(
         shell=shell,
         allow_no_gpu=allow_no_gpu,
     )
-    agent_model = _load_model(model, prices)
+    agent_model = _load_model(model, prices, task)
     from agent.run.progress import LiveStatus, LogProgress
     from agent.run.report import best_line
 

@@ -165,6 +165,16 @@ def _require_gpu(referee: Referee, what: str) -> None:
         raise ReplayError(NO_GPU.format(what=what))
 
 
+def _prepare(
+    path: Path, out: Path, referee: Referee | None, *, sandbox: str, arch: str | None, task: Path | None
+) -> tuple[Transcript, Task, SolveConfig, Referee]:
+    """The recording, its task on this machine, the run's config as recorded, and the referee."""
+    transcript = load_transcript(path)
+    resolved = resolve_task(transcript.header, task)
+    config = _config(transcript, resolved, Path(out), sandbox=sandbox, arch=arch)
+    return transcript, resolved, config, referee or default_referee(config)
+
+
 def replay_run(
     path: Path,
     *,
@@ -179,10 +189,9 @@ def replay_run(
 ) -> ReplayReport:
     """Re-run every recorded tool call through the loop; raises SolveError/ReplayError when it cannot start."""
     noise = noise or NoiseRule()
-    transcript = load_transcript(path)
-    resolved = resolve_task(transcript.header, task)
-    config = _config(transcript, resolved, Path(out), sandbox=sandbox, arch=arch)
-    referee = referee or default_referee(config)
+    transcript, resolved, config, referee = _prepare(
+        path, out, referee, sandbox=sandbox, arch=arch, task=task
+    )
     if not config.allow_no_gpu:  # a recorded compile-only dry run replays without a GPU
         _require_gpu(referee, "verify and profile calls")
     recorded = observations(transcript)
@@ -255,10 +264,7 @@ def rejudge_final(
 ) -> ReplayReport:
     """Re-judge the recorded best solution in a fresh workspace and compare the two verdicts."""
     noise = noise or NoiseRule()
-    transcript = load_transcript(path)
-    resolved = resolve_task(transcript.header, task)
-    config = _config(transcript, resolved, Path(out), sandbox=sandbox, arch=arch)
-    referee = referee or default_referee(config)
+    transcript, resolved, _, referee = _prepare(path, out, referee, sandbox=sandbox, arch=arch, task=task)
     _require_gpu(referee, "final solution")
     recorded = final_evaluation(transcript)
     files = solution_files(transcript, recorded.content_hash)

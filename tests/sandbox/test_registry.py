@@ -59,7 +59,9 @@ def test_gpus_options_as_pinned_ids() -> None:
 
 def test_local_capabilities(tmp_path: Path) -> None:
     with LocalSandbox(workspace=tmp_path, cache_dir=tmp_path / "cache", isolation="none", gpus="2") as box:
-        assert box.capabilities == Capabilities(shares_host_user=True, pinned_gpus=("2",))
+        assert box.capabilities == Capabilities(
+            shares_host_user=True, sees_gpu_gates=True, pinned_gpus=("2",)
+        )
 
 
 def test_docker_capabilities(tmp_path: Path) -> None:

@@ -1,0 +1,315 @@
+"""The template families: for each stage kind, its CUDA template (skills/templates/kernels/),
+its slots (name, values, the decision maker that owns it), the constraints between them, the
+constants those constraints read, and the rendering of one stage's .cu for chosen values.
+
+Constraints use the expression language of kernels/tune.json (agent/tune/expr.py) over the
+slot names, the constants and the device limits (max_threads, max_shared_optin, sm_count), so
+the tuner enforces exactly the rules the slot agents do.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from agent.paths import skills_dir
+from agent.templates.codegen import constants, identity_epilogue, program_function, slot_block
+from agent.templates.plan import (
+    EwiseStage,
+    GemmStage,
+    NormStage,
+    Program,
+    ReduceStage,
+    SoftmaxStage,
+    Stage,
+    View,
+    numel,
+)
+
+Dimension = Literal["config", "memory", "compute", "reduction"]
+TEMPLATE_DIR = "templates"
+COMMON_HEADERS = ("tk_common.cuh", "reduce_acc.cuh")
+IDENT = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
+REDUCE_OPS = {"sum": 0, "mean": 1, "max": 2, "min": 3, "prod": 4, "argmax": 5, "argmin": 6, "logsumexp": 7}
+
+
+@dataclass(frozen=True)
+class SlotDecl:
+    name: str
+    values: tuple[int, ...]
+    dimension: Dimension
+    doc: str
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    template: str
+    slots: tuple[SlotDecl, ...]
+    constraints: tuple[str, ...]
+
+
+def template_text(name: str) -> str:
+    return (skills_dir() / TEMPLATE_DIR / "kernels" / name).read_text(encoding="utf-8")
+
+
+_BLOCK = SlotDecl("BLOCK", (64, 128, 256, 512, 1024), "config", "threads per block")
+_VEC = SlotDecl("VEC", (1, 2, 4), "memory", "floats per load and store (4: float4)")
+_UNROLL = SlotDecl("UNROLL", (1, 2, 4), "compute", "independent loads in flight per thread")
+_FAST = SlotDecl("FAST", (0, 1), "compute", "1: hardware exp/log/tanh approximations")
+_SPLIT = SlotDecl("SPLIT", (1, 4, 16, 64, 256, 1024), "reduction", "blocks sharing one reduction")
+_ATOMIC = SlotDecl("ATOMIC", (0, 1), "reduction", "1: split partials merged with atomicAdd")
+
+FAMILIES: dict[str, Family] = {
+    "ewise": Family(
+        "ewise",
+        "ewise.cu",
+        (
+            SlotDecl("BLOCK", (128, 256, 512, 1024), "config", "threads per block"),
+            SlotDecl(
+                "GRID_PER_SM", (8, 32, 128, 1024), "config", "most blocks per SM of the grid-stride loop"
+            ),
+            _VEC,
+            _UNROLL,
+            _FAST,
+        ),
+        ("VEC == 1 or CAN_VEC >= VEC",),
+    ),
+    "reduce_row": Family(
+        "reduce_row",
+        "reduce_row.cu",
+        (
+            _BLOCK,
+            _VEC,
+            _UNROLL,
+            _FAST,
+            SlotDecl("STRATEGY", (0, 1, 2), "reduction", "0 warp per row, 1 block per row, 2 split rows"),
+            _SPLIT,
+            _ATOMIC,
+        ),
+        (
+            "VEC == 1 or (R % VEC == 0 and CAN_VEC >= VEC)",
+            "(STRATEGY == 2) == (SPLIT > 1)",
+            "STRATEGY != 2 or SPLIT * BLOCK * VEC <= R",
+            "ATOMIC == 0 or (STRATEGY == 2 and ATOMIC_OK == 1)",
+        ),
+    ),
+    "reduce_col": Family(
+        "reduce_col",
+        "reduce_col.cu",
+        (
+            _BLOCK,
+            _VEC,
+            _UNROLL,
+            _FAST,
+            SlotDecl("STRATEGY", (0, 1, 2), "reduction", "0 thread per column, 1 block tile, 2 split r"),
+            _SPLIT,
+            _ATOMIC,
+        ),
+        (
+            "VEC == 1 or (INNER % VEC == 0 and CAN_VEC >= VEC)",
+            "(STRATEGY == 2) == (SPLIT > 1)",
+            "STRATEGY != 2 or SPLIT <= R",
+            "STRATEGY != 1 or BLOCK * VEC <= 2048",
+            "ATOMIC == 0 or (STRATEGY == 2 and ATOMIC_OK == 1)",
+        ),
+    ),
+    "softmax": Family(
+        "softmax",
+        "softmax.cu",
+        (
+            _BLOCK,
+            _VEC,
+            _FAST,
+            SlotDecl("STRATEGY", (0, 1), "reduction", "0 warp per row, 1 block per row"),
+            SlotDecl("ALGO", (0, 1, 2), "reduction", "0 three passes, 1 online, 2 row in shared memory"),
+        ),
+        (
+            "VEC == 1 or (D % VEC == 0 and CAN_VEC >= VEC)",
+            "ALGO != 2 or (BLOCK // 32 if STRATEGY == 0 else 1) * D * 4 <= max_shared_optin - 4096",
+        ),
+    ),
+    "norm": Family(
+        "norm",
+        "norm.cu",
+        (
+            _BLOCK,
+            _VEC,
+            _FAST,
+            SlotDecl("ALGO", (0, 1, 2, 3), "reduction", "0 two-pass, 1 sum+sumsq, 2 Welford, 3 cached"),
+            SlotDecl("SPLIT", (1, 2, 4, 8, 16, 32, 64), "reduction", "blocks sharing one group"),
+        ),
+        (
+            "VEC == 1 or (INNER % VEC == 0 and CAN_VEC >= VEC)",
+            "SPLIT == 1 or ALGO == 1 or ALGO == 2",
+            "ALGO != 3 or COUNT * 4 <= max_shared_optin - 4096",
+            "SPLIT == 1 or COUNT >= SPLIT * BLOCK * VEC",
+        ),
+    ),
+    "gemm": Family(
+        "gemm",
+        "gemm.cu",
+        (
+            SlotDecl("MATH", (0, 1), "compute", "0 full FP32, 1 TF32 tensor cores"),
+            SlotDecl("EPI_BLOCK", (128, 256, 512), "config", "threads per block of the epilogue pass"),
+            SlotDecl("EPI_VEC", (1, 2, 4), "memory", "floats per load of the epilogue pass"),
+            _FAST,
+        ),
+        ("MATH == 0 or ALLOW_TF32 == 1", "EPI_VEC == 1 or CAN_VEC >= EPI_VEC"),
+    ),
+}
+
+
+def family_of(stage: Stage) -> Family:
+    if isinstance(stage, ReduceStage):
+        return FAMILIES["reduce_row" if stage.inner == 1 else "reduce_col"]
+    return FAMILIES[stage.kind]
+
+
+def _can_vec(*programs: Program | None) -> int:
+    for width in (4, 2):
+        if all(p is None or all(o.vectorizable(width) for o in p.operands) for p in programs):
+            return width
+    return 1
+
+
+def stage_constants(stage: Stage, *, allow_tf32: bool = False) -> dict[str, int]:
+    """The sizes and capabilities the family's constraints read."""
+    if isinstance(stage, EwiseStage):
+        return {"N": numel(stage.program.shape), "CAN_VEC": _can_vec(stage.program)}
+    if isinstance(stage, ReduceStage):
+        atomic_ok = int(stage.op in ("sum", "mean") and stage.epilogue is None)
+        return {
+            "OUTER": stage.outer,
+            "R": stage.r,
+            "INNER": stage.inner,
+            "CAN_VEC": _can_vec(stage.src),
+            "ATOMIC_OK": atomic_ok,
+        }
+    if isinstance(stage, SoftmaxStage):
+        return {"ROWS": stage.rows, "D": stage.d, "CAN_VEC": _can_vec(stage.src, stage.epilogue)}
+    if isinstance(stage, NormStage):
+        return {
+            "GROUPS": stage.groups,
+            "INNER": stage.inner,
+            "COUNT": stage.outer * stage.inner,
+            "CAN_VEC": _can_vec(stage.src, stage.epilogue),
+        }
+    return {
+        "M": stage.m,
+        "N": stage.n,
+        "K": stage.k,
+        "CAN_VEC": _can_vec(stage.epilogue),
+        "ALLOW_TF32": int(allow_tf32),
+    }
+
+
+def stage_views(stage: Stage) -> list[View]:
+    """The views a stage's launcher receives, in the order of its `ins` array."""
+    if isinstance(stage, EwiseStage):
+        return [o.view for o in stage.program.operands]
+    if isinstance(stage, GemmStage):
+        return [stage.a, stage.b] + [o.view for o in (stage.epilogue.operands if stage.epilogue else [])]
+    views = [o.view for o in stage.src.operands]
+    views += [o.view for o in (stage.epilogue.operands if stage.epilogue else [])]
+    if isinstance(stage, NormStage):
+        views += [v for v in (stage.weight, stage.bias) if v is not None]
+    return views
+
+
+def _bind(views: list[View], first: int = 0) -> str:
+    return "\n".join(
+        f"  P.p[{k}] = ins[{first + k}]" + (f" + {v.offset}" if v.offset else "") + ";"
+        for k, v in enumerate(views)
+    )
+
+
+def _epi(program: Program | None, base: int) -> str:
+    return program_function(program, "epi", base) if program is not None else identity_epilogue("epi")
+
+
+def _affine(stage: NormStage) -> str:
+    if stage.affine == "elem":
+        return "  (void)g;\n  return k;"
+    if stage.affine == "channel":
+        per_sample = stage.channels // stage.channels_per_group
+        return f"  return (g % {per_sample}LL) * {stage.channels_per_group}LL + k / {stage.hw}LL;"
+    if stage.affine == "group":
+        return "  (void)k;\n  return g;"
+    return "  (void)g;\n  (void)k;\n  return 0;"
+
+
+def prefixed(stage: Stage, name: str) -> str:
+    """A slot's or constant's name in the workspace: S0_BLOCK for BLOCK of stage s0."""
+    return f"{stage.name.upper()}_{name}"
+
+
+def stage_constraints(stage: Stage, *, allow_tf32: bool = False) -> tuple[list[str], dict[str, int]]:
+    """The family's constraints and constants under the stage's prefix (S0_BLOCK, S0_R)."""
+    family = family_of(stage)
+    constants = stage_constants(stage, allow_tf32=allow_tf32)
+    rename = {name: prefixed(stage, name) for name in {s.name for s in family.slots} | set(constants)}
+    texts = [IDENT.sub(lambda m: rename.get(m.group(0), m.group(0)), c) for c in family.constraints]
+    return texts, {prefixed(stage, k): v for k, v in constants.items()}
+
+
+def render_stage(stage: Stage, values: dict[str, int], *, sm_count: int) -> str:
+    """The stage's .cu: the family's template with its slots and generated pieces filled in."""
+    family = family_of(stage)
+    prefix = stage.name.upper()
+    fill: dict[str, str] = {"NS": stage.name, "SLOTS": slot_block(prefix, values), "OUT_T": "float"}
+    common: dict[str, int | float] = {"kSmCount": sm_count}
+    if isinstance(stage, EwiseStage):
+        program = stage.program
+        fill.update(
+            PROGRAM=program_function(program, "program"),
+            NOUT=str(len(program.outputs)),
+            BIND_INPUTS=_bind(stage_views(stage)),
+        )
+        common |= {"kNumel": numel(program.shape)}
+    elif isinstance(stage, GemmStage):
+        from agent.templates.lower import matrix_layout
+
+        (ta, lda), (tb, ldb) = matrix_layout(stage.a) or (False, 0), matrix_layout(stage.b) or (False, 0)
+        batch_a = stage.a.stride[0] if len(stage.a.shape) == 3 else 0
+        batch_b = stage.b.stride[0] if len(stage.b.shape) == 3 else 0
+        fill.update(EPI=_epi(stage.epilogue, 0), BIND_INPUTS=_bind(stage_views(stage)[2:], 2))
+        common |= {
+            "kM": stage.m, "kN": stage.n, "kK": stage.k, "kBatch": stage.batch,
+            "kTransA": int(ta), "kTransB": int(tb), "kLda": lda, "kLdb": ldb,
+            "kStrideA": batch_a, "kStrideB": batch_b, "kOffsetA": stage.a.offset, "kOffsetB": stage.b.offset,
+            "kNumel": stage.batch * stage.m * stage.n, "kEpilogue": int(stage.epilogue is not None),
+        }  # fmt: skip
+    else:
+        nsrc = len(stage.src.operands)
+        fill.update(
+            SRC=program_function(stage.src, "src"),
+            EPI=_epi(stage.epilogue, nsrc),
+            BIND_INPUTS=_bind(stage_views(stage)),
+        )
+        if isinstance(stage, ReduceStage):
+            fill["OUT_T"] = "int64_t" if stage.out_dtype == "int64" else "float"
+            common |= {
+                "kOp": REDUCE_OPS[stage.op], "kRows": stage.outer, "kR": stage.r, "kOuter": stage.outer,
+                "kInner": stage.inner, "kAtomicOk": int(stage.op in ("sum", "mean") and stage.epilogue is None),
+            }  # fmt: skip
+        elif isinstance(stage, SoftmaxStage):
+            common |= {"kRows": stage.rows, "kD": stage.d, "kLog": int(stage.log)}
+        else:
+            nepi = len(stage.epilogue.operands) if stage.epilogue else 0
+            weight = nsrc + nepi if stage.weight is not None else -1
+            bias = nsrc + nepi + (stage.weight is not None) if stage.bias is not None else -1
+            fill["AFFINE"] = _affine(stage)
+            common |= {
+                "kOuter": stage.outer, "kGroups": stage.groups, "kInner": stage.inner,
+                "kWeight": weight, "kBias": bias, "kEps": float(stage.eps),
+            }  # fmt: skip
+    fill["CONSTANTS"] = constants(common)
+    text = template_text(family.template)
+    for key, value in fill.items():
+        text = text.replace("{{" + key + "}}", value)
+    header = (
+        f"// Stage {stage.name} ({family.name}): {', '.join(stage.ops)}. Generated from skills/templates.\n"
+    )
+    return header + text

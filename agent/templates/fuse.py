@@ -1,0 +1,210 @@
+"""Fold elementwise groups into the stages around them, so a chain costs one pass over memory.
+
+- prologue: a group whose only output only feeds a reduction, softmax or norm is computed
+  inside that stage's loads (MSE: sub, pow, then mean reads both inputs once);
+- epilogue: a group that is the only reader of a producer's output, in its index space, is
+  applied where the producer writes (GEMM: one in-place pass after cuBLAS; the others: in
+  their store loop).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from agent.templates.plan import (
+    MAX_OPERANDS,
+    EwiseStage,
+    GemmStage,
+    NormStage,
+    Operand,
+    Plan,
+    Program,
+    ReduceStage,
+    SoftmaxStage,
+    Stage,
+    View,
+    numel,
+)
+
+Producer = GemmStage | ReduceStage | SoftmaxStage | NormStage
+FAMILIES = {
+    "ewise": "elementwise",
+    "gemm": "gemm",
+    "reduce": "reduction",
+    "softmax": "softmax",
+    "norm": "normalization",
+}
+
+
+def stage_views(stage: Stage) -> list[View]:
+    """Every view a stage reads."""
+    programs: list[Program | None]
+    if isinstance(stage, EwiseStage):
+        programs = [stage.program]
+    elif isinstance(stage, GemmStage):
+        programs = [stage.epilogue]
+    else:
+        programs = [stage.src, stage.epilogue]
+    views = [o.view for p in programs if p is not None for o in p.operands]
+    if isinstance(stage, GemmStage):
+        views += [stage.a, stage.b]
+    if isinstance(stage, NormStage):
+        views += [v for v in (stage.weight, stage.bias) if v is not None]
+    return views
+
+
+def _pointers(stage: Stage) -> int:
+    """Operand pointers the stage's kernels receive (tk::Ptrs holds MAX_OPERANDS)."""
+    return len(stage_views(stage)) - (2 if isinstance(stage, GemmStage) else 0)
+
+
+def _uses(plan: Plan) -> Counter[str]:
+    uses: Counter[str] = Counter(v.buf for s in plan.stages for v in stage_views(s))
+    uses.update(v.buf for v in plan.outputs)
+    return uses
+
+
+def _producers(plan: Plan) -> dict[str, int]:
+    where: dict[str, int] = {}
+    for i, stage in enumerate(plan.stages):
+        for out in stage.outs if isinstance(stage, EwiseStage) else [stage.out]:
+            where[out] = i
+    return where
+
+
+def _prologue(plan: Plan) -> bool:
+    uses, where = _uses(plan), _producers(plan)
+    for stage in plan.stages:
+        if not isinstance(stage, ReduceStage | SoftmaxStage | NormStage) or stage.src.fns != ["copy"]:
+            continue
+        view = stage.src.operands[0].view
+        source = plan.stages[where[view.buf]] if view.buf in where else None
+        if (
+            isinstance(source, EwiseStage)
+            and source.outs == [view.buf]
+            and uses[view.buf] == 1
+            and view.is_full(plan.buffers[view.buf])
+            and source.program.shape == view.shape
+            and _pointers(stage) - 1 + len(source.program.operands) <= MAX_OPERANDS
+        ):
+            stage.src = source.program
+            stage.ops = source.ops + stage.ops
+            plan.stages.remove(source)
+            del plan.buffers[view.buf]
+            return True
+    return False
+
+
+def _epilogue(plan: Plan) -> bool:
+    uses, where = _uses(plan), _producers(plan)
+    for pi, stage in enumerate(plan.stages):
+        if not isinstance(stage, Producer) or stage.epilogue is not None:
+            continue
+        out = plan.buffers[stage.out]
+        if out.dtype != "float32":
+            continue
+        readers = [s for s in plan.stages if any(v.buf == out.name for v in stage_views(s))]
+        if len(readers) != 1 or not isinstance(readers[0], EwiseStage):
+            continue
+        group = readers[0]
+        program = group.program
+        mine = [o for o in program.operands if o.view.buf == out.name]
+        others = [o for o in program.operands if o.view.buf != out.name]
+        if (
+            len(group.outs) != 1
+            or program.shape != out.shape
+            or uses[out.name] != len(mine)
+            or any(o.kind != "same" or not o.view.is_full(out) for o in mine)
+            or any(where.get(o.view.buf, -1) >= pi for o in others)
+            or _pointers(stage) + len(others) > MAX_OPERANDS
+        ):
+            continue
+        stage.epilogue = _take_input(program, out.name)
+        stage.out = group.outs[0]
+        stage.ops = stage.ops + group.ops
+        plan.stages.remove(group)
+        del plan.buffers[out.name]
+        return True
+    return False
+
+
+def _inline(plan: Plan) -> bool:
+    """An elementwise group whose only output only feeds a later group of the same space is
+    computed inside that group."""
+    uses = _uses(plan)
+    for stage in plan.stages:
+        if not isinstance(stage, EwiseStage) or len(stage.outs) != 1:
+            continue
+        out = plan.buffers[stage.outs[0]]
+        readers = [s for s in plan.stages if any(v.buf == out.name for v in stage_views(s))]
+        if len(readers) != 1 or not isinstance(readers[0], EwiseStage) or readers[0] is stage:
+            continue
+        reader = readers[0]
+        mine = [o for o in reader.program.operands if o.view.buf == out.name]
+        if (
+            reader.program.shape != out.shape
+            or uses[out.name] != len(mine)
+            or any(o.kind != "same" or not o.view.is_full(out) for o in mine)
+            or len(stage.program.operands) + len(reader.program.operands) > MAX_OPERANDS
+        ):
+            continue
+        reader.program = _splice(stage.program, reader.program, out.name)
+        reader.ops = stage.ops + reader.ops
+        plan.stages.remove(stage)
+        del plan.buffers[out.name]
+        return True
+    return False
+
+
+def _splice(first: Program, second: Program, buf: str) -> Program:
+    """`second` with its reads of `buf` replaced by `first`'s output, computed in front of it."""
+    operands = list(first.operands)
+    rename: dict[str, str] = {}
+    for k, operand in enumerate(second.operands):
+        if operand.view.buf == buf:
+            rename[f"o{k}"] = f"r{first.outputs[0]}"
+            continue
+        if operand not in operands:
+            operands.append(operand)
+        rename[f"o{k}"] = f"o{operands.index(operand)}"
+    shift = len(first.instrs)
+    for k in range(len(second.instrs)):
+        rename[f"r{k}"] = f"r{k + shift}"
+    instrs = list(first.instrs) + [
+        i.model_copy(update={"args": [rename.get(a, a) for a in i.args]}) for i in second.instrs
+    ]
+    outputs = [o + shift for o in second.outputs]
+    return second.model_copy(update={"operands": operands, "instrs": instrs, "outputs": outputs})
+
+
+def _take_input(program: Program, buf: str) -> Program:
+    """`program` with every operand reading `buf` replaced by the incoming value v."""
+    kept: list[Operand] = []
+    rename: dict[str, str] = {}
+    for k, operand in enumerate(program.operands):
+        if operand.view.buf == buf:
+            rename[f"o{k}"] = "v"
+        else:
+            rename[f"o{k}"] = f"o{len(kept)}"
+            kept.append(operand)
+    instrs = [i.model_copy(update={"args": [rename.get(a, a) for a in i.args]}) for i in program.instrs]
+    return program.model_copy(update={"operands": kept, "instrs": instrs})
+
+
+def _weight(stage: Stage) -> int:
+    if isinstance(stage, EwiseStage):
+        return numel(stage.program.shape)
+    if isinstance(stage, GemmStage):
+        return 1 << 62
+    return numel(stage.src.shape)
+
+
+def fuse(plan: Plan) -> Plan:
+    while _inline(plan) or _prologue(plan) or _epilogue(plan):
+        pass
+    for i, stage in enumerate(plan.stages):
+        stage.name = f"s{i}"
+        stage.ops = list(dict.fromkeys(stage.ops))
+    primary = max(plan.stages, key=_weight)
+    plan.family = FAMILIES[primary.kind]
+    return plan

@@ -1,0 +1,284 @@
+"""The slot space of a plan and the decision makers that fill it.
+
+Every slot belongs to one dimension and one decision maker (the seed's four agents): config
+(block size, grid, elements per thread), memory (vector width, tiling, shared-memory caching),
+compute (unroll, fast-math, TF32) and reduction (strategy, split, atomics, algorithm). Each
+maker proposes values for its own slots from what it observes: the stage's sizes, the GPU's SM
+count and shared memory, and the times of the candidates judged so far. The constraints of the
+families (families.py, the same expressions kernels/tune.json declares) are enforced by
+`SlotSpace.repair`: a combination that breaks one is never emitted.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from agent.templates.families import Dimension, family_of, prefixed, stage_constants, stage_constraints
+from agent.templates.plan import (
+    EwiseStage,
+    GemmStage,
+    NormStage,
+    Plan,
+    ReduceStage,
+    SoftmaxStage,
+    Stage,
+    numel,
+)
+from agent.tune.expr import Expr
+from agent.tune.space import DeviceLimits
+
+Config = dict[str, int]
+DIMENSIONS: tuple[Dimension, ...] = ("config", "memory", "compute", "reduction")
+
+
+@dataclass(frozen=True)
+class Slot:
+    name: str  # S0_BLOCK
+    local: str  # BLOCK
+    stage: str
+    values: tuple[int, ...]
+    dimension: Dimension
+
+
+class SlotSpace:
+    """All slots of a plan, their constraints, and the constants and device limits those read."""
+
+    def __init__(self, plan: Plan, gpu: DeviceLimits | None = None, *, allow_tf32: bool = False) -> None:
+        self.plan = plan
+        self.gpu = gpu or DeviceLimits()
+        self.slots: dict[str, Slot] = {}
+        self.env: dict[str, int] = dict(self.gpu.names())
+        self.checks: dict[str, list[tuple[str, Expr]]] = {}
+        self._points: dict[str, list[Config]] = {}
+        for stage in plan.stages:
+            for decl in family_of(stage).slots:
+                name = prefixed(stage, decl.name)
+                self.slots[name] = Slot(name, decl.name, stage.name, decl.values, decl.dimension)
+            texts, constants = stage_constraints(stage, allow_tf32=allow_tf32)
+            self.env.update(constants)
+            self.checks[stage.name] = [(t, Expr(t)) for t in texts]
+
+    def stage_slots(self, stage: str) -> list[Slot]:
+        return [s for s in self.slots.values() if s.stage == stage]
+
+    def violations(self, config: Config) -> list[str]:
+        names = {**self.env, **config}
+        bad = [
+            f"{n}={config.get(n)} is not one of {s.values}"
+            for n, s in self.slots.items()
+            if config.get(n) not in s.values
+        ]
+        if bad:
+            return bad
+        return [text for checks in self.checks.values() for text, expr in checks if not expr.evaluate(names)]
+
+    def valid(self, config: Config) -> bool:
+        return not self.violations(config)
+
+    def repair(self, config: Config, pinned: frozenset[str] | set[str] = frozenset()) -> Config | None:
+        """`config` if it is valid, else the valid point that changes the fewest of its slots, never
+        a pinned one (each stage's constraints involve only its own slots, so stages are repaired
+        one by one); None when no valid point keeps the pinned values."""
+        fixed = dict(config)
+        for stage in self.plan.stages:
+            slots = self.stage_slots(stage.name)
+            names = {**self.env, **fixed}
+            if all(expr.evaluate(names) for _, expr in self.checks[stage.name]) and all(
+                fixed.get(s.name) in s.values for s in slots
+            ):
+                continue
+            choices = [(fixed[s.name],) if s.name in pinned else s.values for s in slots]
+            best: tuple[int, int, Config] | None = None
+            for point in itertools.product(*choices):
+                trial = {s.name: v for s, v in zip(slots, point, strict=True)}
+                if not all(expr.evaluate({**names, **trial}) for _, expr in self.checks[stage.name]):
+                    continue
+                changed = sum(trial[s.name] != fixed.get(s.name) for s in slots)
+                distance = sum(
+                    abs(s.values.index(trial[s.name]) - _position(s, fixed.get(s.name))) for s in slots
+                )
+                if best is None or (changed, distance) < best[:2]:
+                    best = (changed, distance, trial)
+            if best is None:
+                return None
+            fixed.update(best[2])
+        return fixed
+
+    def valid_points(self, stage: str) -> list[Config]:
+        """Every valid combination of one stage's slots (a few thousand at most)."""
+        if stage not in self._points:
+            slots = self.stage_slots(stage)
+            points = []
+            for point in itertools.product(*(s.values for s in slots)):
+                trial = {s.name: v for s, v in zip(slots, point, strict=True)}
+                names = {**self.env, **trial}
+                if all(expr.evaluate(names) for _, expr in self.checks[stage]):
+                    points.append(trial)
+            self._points[stage] = points
+        return self._points[stage]
+
+    def tunable(self, max_params: int = 12, max_points: int = 50_000) -> dict[str, list[int]]:
+        """What kernels/tune.json declares: the slots with more than one feasible value, the
+        heaviest stage's first, while the space stays small enough for the tuner."""
+        declared: dict[str, list[int]] = {}
+        size = 1
+        for stage in sorted(self.plan.stages, key=lambda s: -stage_weight(s)):
+            points = self.valid_points(stage.name)
+            for slot in self.stage_slots(stage.name):
+                feasible = sorted({p[slot.name] for p in points})
+                if len(feasible) < 2 or len(declared) >= max_params or size * len(feasible) > max_points:
+                    continue
+                declared[slot.name] = feasible
+                size *= len(feasible)
+        return declared
+
+    def key(self, config: Config) -> str:
+        return ",".join(f"{k}={config[k]}" for k in sorted(config))
+
+
+def _position(slot: Slot, value: int | None) -> int:
+    if value in slot.values:
+        return slot.values.index(value)
+    return 0 if value is None else min(range(len(slot.values)), key=lambda i: abs(slot.values[i] - value))
+
+
+def _nearest(slot: Slot, wanted: float) -> int:
+    return min(slot.values, key=lambda v: (abs(v - wanted), v))
+
+
+@dataclass
+class Observation:
+    """What every decision maker sees: the plan's stages and sizes, the GPU, and the judged
+    candidates (config key -> median ms, None for a failure)."""
+
+    plan: Plan
+    gpu: DeviceLimits
+    times: dict[str, float | None] = field(default_factory=dict)
+
+    def stage(self, name: str) -> Stage:
+        return next(s for s in self.plan.stages if s.name == name)
+
+
+class DecisionMaker:
+    """One dimension's agent: a first value for each of its slots, then one-slot perturbations."""
+
+    dimension: Dimension = "config"
+
+    def owns(self, slot: Slot) -> bool:
+        return slot.dimension == self.dimension
+
+    def initial(self, slot: Slot, obs: Observation) -> int:
+        return slot.values[0]
+
+    def alternatives(self, slot: Slot, value: int) -> Iterator[int]:
+        """Neighbouring values, nearest first, alternating up and down."""
+        i = slot.values.index(value) if value in slot.values else 0
+        for step in range(1, len(slot.values)):
+            for j in (i + step, i - step):
+                if 0 <= j < len(slot.values):
+                    yield slot.values[j]
+
+
+class ConfigAgent(DecisionMaker):
+    dimension = "config"
+
+    def initial(self, slot: Slot, obs: Observation) -> int:
+        stage = obs.stage(slot.stage)
+        if slot.local == "GRID_PER_SM":
+            return 1024
+        if slot.local == "EPI_BLOCK":
+            return 256
+        if isinstance(stage, ReduceStage) and stage.inner == 1:
+            return _nearest(slot, 128 if stage.r <= 256 else 256 if stage.r <= 4096 else 512)
+        if isinstance(stage, SoftmaxStage):
+            return _nearest(slot, 128 if stage.d <= 1024 else 512 if stage.d >= 8192 else 256)
+        if isinstance(stage, NormStage):
+            count = stage.outer * stage.inner
+            return _nearest(slot, 128 if count < 1024 else 512 if count >= 65536 else 256)
+        return _nearest(slot, 256)
+
+
+class MemoryAgent(DecisionMaker):
+    dimension = "memory"
+
+    def initial(self, slot: Slot, obs: Observation) -> int:
+        # The widest vector the operands allow; repair() lowers it when a size does not divide.
+        can = stage_constants(obs.stage(slot.stage)).get("CAN_VEC", 1)
+        return _nearest(slot, can)
+
+
+class ComputeAgent(DecisionMaker):
+    dimension = "compute"
+
+    def initial(self, slot: Slot, obs: Observation) -> int:
+        if slot.local == "UNROLL":
+            return 2 if isinstance(obs.stage(slot.stage), EwiseStage | ReduceStage) else 1
+        return 0  # FAST and MATH start exact: the referee's tolerance decides whether they may go on
+
+
+class ReductionAgent(DecisionMaker):
+    dimension = "reduction"
+
+    def initial(self, slot: Slot, obs: Observation) -> int:
+        stage = obs.stage(slot.stage)
+        sms = obs.gpu.sm_count
+        if isinstance(stage, ReduceStage):
+            return self._reduce(slot, stage, sms)
+        if isinstance(stage, SoftmaxStage):
+            if slot.local == "STRATEGY":
+                return 0 if stage.d <= 1024 else 1
+            rows_per_block = 4 if stage.d <= 1024 else 1
+            fits = rows_per_block * stage.d * 4 <= obs.gpu.max_shared_optin - 4096
+            return 2 if fits else 1
+        if isinstance(stage, NormStage):
+            count = stage.outer * stage.inner
+            split = 1 if stage.groups >= 2 * sms else -(-2 * sms // stage.groups)
+            if slot.local == "SPLIT":
+                return _nearest(slot, min(split, max(1, count // 4096)))
+            # Welford (2) measured faster than the shared-memory cache (3) on an H200 even when the
+            # group fits (LayerNorm over 4096: 0.26 vs 0.36 ms); the cache stays for exploration.
+            return 2
+        return slot.values[0]
+
+    def _reduce(self, slot: Slot, stage: ReduceStage, sms: int) -> int:
+        outputs = stage.outer * stage.inner
+        if stage.inner == 1:
+            few_rows = stage.outer < 2 * sms and stage.r >= 16384
+            strategy = 2 if few_rows else (0 if stage.r <= 512 else 1)
+            split = -(-4 * sms // stage.outer) if few_rows else 1
+        else:
+            few_columns = outputs < sms * 256 and stage.r >= 64
+            strategy = 2 if few_columns and stage.r >= 4096 else (1 if few_columns else 0)
+            split = -(-sms * 512 // outputs) if strategy == 2 else 1
+        if slot.local == "STRATEGY":
+            return strategy
+        if slot.local == "SPLIT":
+            return _nearest(slot, min(split, stage.r))
+        return 0
+
+
+def default_makers() -> list[DecisionMaker]:
+    return [ConfigAgent(), MemoryAgent(), ComputeAgent(), ReductionAgent()]
+
+
+def initial_config(space: SlotSpace, makers: list[DecisionMaker], obs: Observation) -> Config:
+    """Each maker's first values for its own slots, repaired into a valid combination."""
+    config: Config = {}
+    for slot in space.slots.values():
+        owner = next(m for m in makers if m.owns(slot))
+        config[slot.name] = owner.initial(slot, obs)
+    repaired = space.repair(config)
+    if repaired is None:
+        raise ValueError(f"{obs.plan.task}: no valid slot values (a family's constraints are contradictory)")
+    return repaired
+
+
+def stage_weight(stage: Stage) -> int:
+    """How much a stage matters to the time: GEMMs first, then by elements read."""
+    if isinstance(stage, GemmStage):
+        return 1 << 62
+    if isinstance(stage, EwiseStage):
+        return numel(stage.program.shape)
+    return numel(stage.src.shape)

@@ -1,0 +1,82 @@
+"""Every template instantiated and compiled for real (nvcc for sm_90, no GPU needed), with several
+slot settings, and `agent solve`'s flow end to end with TemplatePolicy as the model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.build.compile import compile_solution
+from agent.run.solve import SolveConfig, solve
+from agent.tasks import parse_task
+from agent.templates import Plan, TemplatePolicy, build_policy
+from agent.templates.families import family_of
+from agent.templates.instantiate import instantiate
+from agent.templates.slots import Observation, SlotSpace, default_makers, initial_config
+from agent.tools.candidates import visible_gpu
+from agent.tune.space import DeviceLimits
+from agent.workspace import Workspace
+from sandbox.base import open_sandbox
+from tests.templates.conftest import RELU_TASK, TASKS
+
+# Strategy choices per family that the first guess does not make, so each variant compiles
+# other code paths (the values are repaired into valid combinations).
+VARIANTS = [
+    {},
+    {"S0_EPI_VEC": 1, "S0_FAST": 1, "S1_ALGO": 0, "S1_VEC": 1, "S2_STRATEGY": 0, "S2_ALGO": 0,
+     "S3_STRATEGY": 1, "S4_STRATEGY": 1, "S5_VEC": 1, "S5_UNROLL": 4, "S6_STRATEGY": 0},
+    {"S1_ALGO": 1, "S1_SPLIT": 2, "S2_ALGO": 2, "S3_STRATEGY": 2, "S3_SPLIT": 4, "S3_ATOMIC": 1,
+     "S4_STRATEGY": 0, "S5_FAST": 1, "S6_STRATEGY": 2, "S6_SPLIT": 4},
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("template-builds")
+
+
+@pytest.mark.slow
+def test_every_template_compiles_with_several_slot_settings(
+    mixed_plan: Plan, tmp_path: Path, build_cache: Path
+) -> None:
+    assert {family_of(s).name for s in mixed_plan.stages} == {
+        "gemm", "norm", "softmax", "reduce_col", "reduce_row", "ewise",
+    }  # fmt: skip
+    space = SlotSpace(mixed_plan)
+    base = initial_config(space, default_makers(), Observation(plan=mixed_plan, gpu=DeviceLimits()))
+    workspace = Workspace.create(tmp_path / "ws", parse_task(TASKS / "mixed.py"))
+    seen: set[str] = set()
+    with open_sandbox("local", workspace=workspace.root, cache_dir=build_cache) as box:
+        for overrides in VARIANTS:
+            config = space.repair({**base, **overrides})
+            assert config is not None and space.valid(config)
+            seen.add(space.key(config))
+            files = instantiate(mixed_plan, config, tunable=space.tunable())
+            for rel, text in files.items():
+                target = workspace.root / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+            result = compile_solution(workspace, box, arch="sm_90", timeout=900)
+            assert result.ok, result.feedback()
+    assert len(seen) == len(VARIANTS)
+
+
+@pytest.mark.slow
+def test_solve_with_the_template_policy_submits_a_compiled_solution(
+    tmp_path: Path, build_cache: Path
+) -> None:
+    policy = build_policy(RELU_TASK)
+    assert isinstance(policy, TemplatePolicy)
+    out = tmp_path / "out"
+    result = solve(
+        SolveConfig(task=RELU_TASK, out=out, allow_no_gpu=True),
+        model=policy,
+        sandbox_options={"cache_dir": build_cache},
+    )
+    assert result.status == ("submitted" if visible_gpu() else "submitted_unverified"), result.message
+    assert result.usage.usd == 0.0 and result.usage.in_tokens == 0
+    assert (out / "solution" / "kernels" / "s0_ewise.cu").is_file()
+    assert (out / "solution" / "kernels" / "tune.json").is_file()
+    assert '"compile"' in (out / "result.json").read_text()
+    assert result.evaluation is not None and result.evaluation.compile.ok

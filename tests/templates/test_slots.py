@@ -1,0 +1,95 @@
+"""The slot space: every combination the decision makers emit satisfies the families'
+constraints, and kernels/tune.json declares the same space to the tuner."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from agent.templates import Plan
+from agent.templates.instantiate import instantiate
+from agent.templates.slots import Observation, SlotSpace, default_makers, initial_config
+from agent.tune.space import DeviceLimits, Space, SpaceFile, shape_names
+
+
+def _space(plan: Plan, **kwargs) -> tuple[SlotSpace, dict[str, int]]:
+    space = SlotSpace(plan, **kwargs)
+    return space, initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
+
+
+def test_first_guesses_are_valid_and_tune_json_declares_them(kernelbench_plans) -> None:
+    plans = [p for p in kernelbench_plans.values() if isinstance(p, Plan)]
+    assert len(plans) >= 80
+    for plan in plans:
+        space, config = _space(plan)
+        assert space.valid(config), (plan.task, space.violations(config))
+        files = instantiate(plan, config, tunable=space.tunable())
+        tune = Space(
+            SpaceFile.model_validate_json(files["kernels/tune.json"]),
+            shapes=shape_names([i.model_dump() for i in plan.inputs]),
+        )
+        assert tuple(config[name] for name in tune.names) in tune.index, plan.task
+        header = files["kernels/tune_config.h"]
+        assert all(f"#define {name} {config[name]}" in header for name in tune.names)
+
+
+def test_repair_never_emits_an_invalid_combination(kernelbench_plans) -> None:
+    rng = random.Random(7)
+    names = ["level1/23_Softmax.py", "level1/47_Sum_reduction_over_a_dimension.py", "level1/94_MSELoss.py",
+             "level1/40_LayerNorm.py", "level2/12_Gemm_Multiply_LeakyReLU.py", "level2/84_Gemm_BatchNorm_Scaling_Softmax.py"]  # fmt: skip
+    for name in names:
+        plan = kernelbench_plans[name]
+        assert isinstance(plan, Plan)
+        space, _ = _space(plan)
+        for _ in range(25):
+            wild = {s.name: rng.choice(s.values) for s in space.slots.values()}
+            fixed = space.repair(wild)
+            assert fixed is not None and space.valid(fixed), (name, space.violations(fixed or {}))
+
+
+def test_constraints_between_slots(kernelbench_plans) -> None:
+    column_sum = kernelbench_plans["level1/47_Sum_reduction_over_a_dimension.py"]  # INNER = 4095
+    assert isinstance(column_sum, Plan)
+    space, config = _space(column_sum)
+    assert config["S0_VEC"] == 1
+    assert not space.valid({**config, "S0_VEC": 4})
+    assert space.repair({**config, "S0_VEC": 4}, pinned={"S0_VEC"}) is None
+    assert not space.valid({**config, "S0_STRATEGY": 0, "S0_SPLIT": 16})  # SPLIT only with STRATEGY 2
+    assert space.valid({**config, "S0_STRATEGY": 2, "S0_SPLIT": 16, "S0_ATOMIC": 1})
+
+    mse = kernelbench_plans["level1/94_MSELoss.py"]  # one row of 2^30 elements
+    assert isinstance(mse, Plan)
+    space, config = _space(mse)
+    assert config["S0_STRATEGY"] == 2 and config["S0_SPLIT"] > 1
+    lse = kernelbench_plans["level2/64_Gemm_LogSumExp_LeakyReLU_LeakyReLU_GELU_GELU.py"]
+    assert isinstance(lse, Plan)
+    lse_space, lse_config = _space(lse)
+    assert not lse_space.valid({**lse_config, "S1_ATOMIC": 1})  # atomics only for a plain sum or mean
+
+    softmax = kernelbench_plans["level1/23_Softmax.py"]  # rows of 393216 floats: 1.5 MB
+    assert isinstance(softmax, Plan)
+    space, config = _space(softmax)
+    assert config["S0_ALGO"] != 2 and not space.valid({**config, "S0_ALGO": 2})
+
+    layernorm = kernelbench_plans["level1/40_LayerNorm.py"]
+    assert isinstance(layernorm, Plan)
+    space, config = _space(layernorm)
+    assert not space.valid({**config, "S0_ALGO": 0, "S0_SPLIT": 4})  # split needs one-pass statistics
+
+    gemm = kernelbench_plans["level2/12_Gemm_Multiply_LeakyReLU.py"]
+    assert isinstance(gemm, Plan)
+    space, config = _space(gemm)
+    assert config["S0_MATH"] == 0 and not space.valid({**config, "S0_MATH": 1})
+    tf32, tf32_config = _space(gemm, allow_tf32=True)
+    assert tf32.valid({**tf32_config, "S0_MATH": 1})
+
+
+def test_each_slot_belongs_to_one_decision_maker(mixed_plan) -> None:
+    space = SlotSpace(mixed_plan)
+    makers = default_makers()
+    for slot in space.slots.values():
+        assert sum(m.owns(slot) for m in makers) == 1, slot
+    dims = {s.dimension for s in space.slots.values()}
+    assert dims == {"config", "memory", "compute", "reduction"}
+    tune = json.loads(instantiate(mixed_plan, _space(mixed_plan)[1])["kernels/tune.json"])
+    assert 0 < len(tune["params"]) <= 12
