@@ -63,6 +63,7 @@ def main() -> None:
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     rows = [run(folder) for folder in args.folders]
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     lines = [
@@ -71,6 +72,8 @@ def main() -> None:
         f"- command: `python benchmarks/tasks_bench.py {' '.join(map(str, args.folders))}`",
         f"- machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, no GPU",
         f"- largest process of the command's tree: {peak_mib:.0f} MiB resident",
+        f"- load average before the run: {load_before:.2f} (other work on the machine slows it)",
+        f"- total: {sum(row.wall_s for row in rows):.1f} s wall for {sum(row.tasks for row in rows)} tasks",
         "",
         "| folder | wall s | tasks | built on meta | on the CPU (needed values) | errors |",
         "|---|---|---|---|---|---|",
