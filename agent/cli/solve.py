@@ -74,18 +74,12 @@ def _load_model(spec: str, prices: Path | None, task: Path) -> Model:
 
 
 def _check_credentials(spec: str) -> None:
-    if spec == TEMPLATES:
+    """The API key a provider spec needs (the spec itself is checked by `_check_model_spec` first)."""
+    if spec == TEMPLATES or spec.startswith("replay:"):
         return
-    if spec.startswith("replay:"):
-        if not Path(spec.removeprefix("replay:")).is_file():
-            fail(f"--model {spec}: no such transcript file")
-        return
-    from agent.models import ModelSpecError, check_credentials
+    from agent.models import check_credentials
 
-    try:
-        missing = check_credentials(spec)
-    except ModelSpecError as exc:
-        fail(str(exc))
+    missing = check_credentials(spec)
     if missing:
         fail(f"--model {spec} needs an API key: {missing}")
 
