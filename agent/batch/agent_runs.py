@@ -4,6 +4,10 @@ through the batch's shared GPU slots and compile pool.
 `TaskRunner` is the narrow seam: a callable that solves one task with a model, judging through
 the `BatchReferee` it is given (which implements agent.tools.candidates.Referee), and returns a
 `SolveOutcome`. `solve_runner` adapts agent/run/solve.py to it; tests pass scripted runners.
+
+`--model templates` is the built-in template policy, built per task by `template_policy` exactly as
+`agent solve --model templates` builds it (agent.templates.build_policy); a task its library does
+not cover raises `NotAttempted`, which the runner records as a done attempt with the reason.
 """
 
 from __future__ import annotations
@@ -62,6 +66,22 @@ class BatchReferee:
                 times.candidate_s + times.judge_s if times.total_s > 0 else time.monotonic() - started
             )
         return result
+
+
+class NotAttempted(Exception):
+    """The model has nothing to try on this task (the template library does not cover it): the attempt
+    is recorded as done, with no result and this message as its note, and no agent runs."""
+
+
+def template_policy(task: Task) -> Model:
+    """The built-in policy for one task (`--model templates`), as `agent solve --model templates`
+    builds it; raises NotAttempted with the library's reason for a task it does not cover."""
+    from agent.templates import NotCovered, build_policy
+
+    policy = build_policy(task.path)
+    if isinstance(policy, NotCovered):
+        raise NotAttempted(f"not covered by the template library: {policy.reason}")
+    return policy
 
 
 class TaskRunner(Protocol):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.batch.agent_runs import BatchReferee, TaskRunner, solve_runner
+from agent.batch.agent_runs import BatchReferee, NotAttempted, TaskRunner, solve_runner, template_policy
 from agent.batch.config import AttemptOutcome, BatchConfig, EvalJob, JudgingOptions, SolveOutcome, WorkItem
 from agent.batch.environment import gpu_inventory, versions
 from agent.batch.executors import Evaluator
@@ -29,6 +29,7 @@ from agent.batch.progress import NullProgress, ProgressState
 from agent.batch.scheduler import BreakerModel, CircuitBreaker
 from agent.batch.store import Store
 from agent.models.base import Model, ModelError
+from agent.models.registry import TEMPLATES_MODEL
 from agent.tasks import Task, TaskLoadError, load_folder
 
 log = logging.getLogger(__name__)
@@ -228,7 +229,11 @@ class BatchRunner:
         )
 
     def _solve(self, item: WorkItem, out_dir: Path, evaluator: Evaluator) -> AttemptOutcome:
-        model = BreakerModel(self.model_factory(item), self.breaker, self.stop)
+        try:
+            agent_model = self.model_factory(item)
+        except NotAttempted as exc:  # a result (nothing to try), not a failure: not redone
+            return AttemptOutcome(status="done", error=str(exc))
+        model = BreakerModel(agent_model, self.breaker, self.stop)
         tries = self.config.max_outage_retries + 1
         for attempt in range(tries):
             self.breaker.wait(self.stop)
@@ -308,6 +313,8 @@ class BatchRunner:
 
         if not self.config.model:
             raise ValueError("agent mode needs --model")
+        if self.config.model == TEMPLATES_MODEL:
+            return template_policy(item.task)
         return resolve_model(self.config.model)
 
     def _heartbeat(self, store: Store, run_id: int) -> None:

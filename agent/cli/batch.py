@@ -27,6 +27,7 @@ from agent.cli.common import (
     sandbox_option,
     trials_option,
 )
+from agent.models.registry import TEMPLATES_MODEL
 
 WIDE_WIDTH = 240
 """The width of `--wide` tables when the output goes to a file or a pipe."""
@@ -99,7 +100,12 @@ def batch_command(
     ],
     model: Annotated[
         str | None,
-        typer.Option("--model", help="Run the agent with this model on every task.", rich_help_panel=RUN),
+        typer.Option(
+            "--model",
+            help="Run the agent with this model on every task (as `agent solve --model`; templates: the "
+            "built-in template policy, no API key, tasks it does not cover recorded as such).",
+            rich_help_panel=RUN,
+        ),
     ] = None,
     solutions: Annotated[
         Path | None,
@@ -208,7 +214,7 @@ def batch_command(
         arch=None,
         refresh_baselines=refresh_baselines,
     )
-    if model is not None:
+    if model is not None and model != TEMPLATES_MODEL:
         from agent.models import ModelSpecError, check_credentials
 
         try:

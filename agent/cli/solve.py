@@ -3,7 +3,13 @@
 Everything that can be refused is refused before the GPU probe, any model call, build or write, in
 this order (the first failing check wins, one line, exit 2): a bad flag (--budget, --policy,
 --baseline, --sandbox, --arch), the --model spec, the --prices file, the task file, the --out
-folder, a missing API key; then no GPU (unless --allow-no-gpu).
+folder, a missing API key; then no GPU (unless --allow-no-gpu); then, for the template policy, a
+task its library does not cover (the task is traced first, in the sandbox).
+
+Without --model, the model is DEFAULT_MODEL when its API key is set, else the built-in template
+policy (--model templates), which says so in one line on stderr once it covers the task; a task it
+does not cover is refused with both reasons (not covered, and the key an LLM needs). An explicit
+--model whose key is missing is refused as before.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from agent.budget import BudgetLimits, BudgetSpecError
 from agent.cli.common import (
@@ -27,7 +34,7 @@ from agent.cli.common import (
     fail,
     json_flag,
 )
-from agent.models.registry import DEFAULT_MODEL
+from agent.models.registry import DEFAULT_MODEL, TEMPLATES_MODEL
 
 if TYPE_CHECKING:
     from agent.models.base import Model
@@ -45,17 +52,32 @@ def make_referee(*, options: EvalOptions) -> Referee:
     return RefereeAdapter(options)
 
 
-TEMPLATES = "templates"
+TEMPLATES = TEMPLATES_MODEL
 """The built-in policy (agent/templates/): the template library with its slot agents, no API key."""
 
 
-def _load_model(spec: str, prices: Path | None, task: Path) -> Model:
+def _load_model(spec: str, prices: Path | None, task: Path, *, no_key: str | None = None) -> Model:
+    """`no_key`: what the default model's key check said when no --model was given (the run then uses
+    the template policy, and says so)."""
     if spec == TEMPLATES:
         from agent.templates import NotCovered, build_policy
 
         policy = build_policy(task)
         if isinstance(policy, NotCovered):
+            if no_key is not None:
+                fail(
+                    f"no --model and no {_default_key_env()}, so the built-in template policy was tried, "
+                    f"and its library does not cover {task}: {policy.reason}; an LLM needs the key: {no_key}"
+                )
             fail(f"--model templates: the template library does not cover {task}: {policy.reason}")
+        if no_key is not None:
+            err_console.print(
+                escape(
+                    f"no {_default_key_env()}: using the built-in template policy (--model templates); "
+                    "set the key or pass --model to use an LLM"
+                ),
+                highlight=False,
+            )
         return policy
     if spec.startswith("replay:"):
         from agent.models.replay import ReplayModel
@@ -82,6 +104,26 @@ def _check_credentials(spec: str) -> None:
     missing = check_credentials(spec)
     if missing:
         fail(f"--model {spec} needs an API key: {missing}")
+
+
+def _pick_model(model: str | None) -> tuple[str, str | None]:
+    """The spec to run, and what is missing for DEFAULT_MODEL when no --model was given and its key is
+    not set (the spec is then the template policy's). An explicit --model must have its key."""
+    if model is not None:
+        _check_credentials(model)
+        return model, None
+    from agent.models import check_credentials
+
+    missing = check_credentials(DEFAULT_MODEL)
+    return (DEFAULT_MODEL, None) if missing is None else (TEMPLATES, missing)
+
+
+def _default_key_env() -> str:
+    """The environment variable DEFAULT_MODEL's provider reads its key from."""
+    from agent.models import parse_model_spec
+    from agent.models.base import PROVIDER_KEY_ENV
+
+    return PROVIDER_KEY_ENV[parse_model_spec(DEFAULT_MODEL).provider]
 
 
 def _check_model_spec(spec: str) -> None:
@@ -156,14 +198,15 @@ def solve_command(
         Path, typer.Argument(help="A KernelBench-style task file (Model, get_inputs, get_init_inputs).")
     ],
     model: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--model",
             help="anthropic:NAME, openai:NAME, openai:NAME@http://HOST:PORT/v1 (any OpenAI-compatible server), "
             "replay:TRANSCRIPT.jsonl (play back a recorded run's model turns), "
-            "or templates (the built-in template library, no API key).",
+            f"or templates (the built-in template library, no API key). Default: {DEFAULT_MODEL}, "
+            "or templates when its API key is not set.",
         ),
-    ] = DEFAULT_MODEL,
+    ] = None,
     budget: BudgetOpt = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Output folder (new or empty); default runs/TASK-TIME.")
@@ -212,13 +255,14 @@ def solve_command(
         fail(f"--baseline {baseline!r}: choose one of {', '.join(BASELINES)}")
     _check_sandbox(sandbox)
     _check_arch(arch)
-    _check_model_spec(model)
+    if model is not None:
+        _check_model_spec(model)
     _check_prices(prices)
     _check_task(task)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = out or Path("runs") / f"{task.stem}-{stamp}"
     _check_out(out)
-    _check_credentials(model)
+    spec, no_key = _pick_model(model)
 
     from agent.build.toolkit import ToolkitError
     from agent.referee.options import EvalOptions
@@ -233,7 +277,7 @@ def solve_command(
     config = SolveConfig(
         task=task,
         out=out,
-        model=model,
+        model=spec,
         budget=limits,
         sandbox=sandbox,
         referee=options,
@@ -241,7 +285,7 @@ def solve_command(
         shell=shell,
         allow_no_gpu=allow_no_gpu,
     )
-    agent_model = _load_model(model, prices, task)
+    agent_model = _load_model(spec, prices, task, no_key=no_key)
     from agent.run.progress import LiveStatus, LogProgress
     from agent.run.report import best_line
 

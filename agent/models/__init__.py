@@ -4,6 +4,7 @@ from agent.models.base import Model, ModelError, RetryPolicy
 from agent.models.prices import PriceTable, load_prices
 from agent.models.registry import (
     DEFAULT_MODEL,
+    TEMPLATES_MODEL,
     ModelSpecError,
     check_credentials,
     parse_model_spec,
@@ -12,6 +13,7 @@ from agent.models.registry import (
 
 __all__ = [
     "DEFAULT_MODEL",
+    "TEMPLATES_MODEL",
     "Model",
     "ModelError",
     "ModelSpecError",

@@ -11,7 +11,11 @@ from agent.models.base import PROVIDER_KEY_ENV, Model, ModelError, Provider, Ret
 from agent.models.prices import PriceTable
 
 DEFAULT_MODEL = "anthropic:claude-sonnet-5-5"
-"""The `--model` of `agent solve` when none is given (README.md shows the same)."""
+"""The `--model` of `agent solve` when none is given and its API key is set (README.md shows the same)."""
+
+TEMPLATES_MODEL = "templates"
+"""The `--model` of the built-in template policy (agent/templates/): no provider, no API key. `agent solve`
+uses it when no --model is given and DEFAULT_MODEL's key is not set; `agent batch --model templates` too."""
 
 
 SPEC_FORMS = "anthropic:NAME, openai:NAME or openai:NAME@http://HOST:PORT/v1"

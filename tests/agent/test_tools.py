@@ -199,9 +199,12 @@ def test_edit_file_replaces_exactly_one_occurrence(make_context: MakeContext) ->
 def test_skills_are_listed_and_readable_with_their_assets(make_context: MakeContext) -> None:
     ctx = make_context()
     listing = list_skills(ctx, {})
-    for name in ("cuda-extension", "optimization", "debugging", "tuning"):
+    for name in ("cuda-extension", "optimization", "debugging", "tuning", "templates"):
         assert f"\n{name}: " in f"\n{listing}"
     assert "examples/relu/kernels/relu.cu" in listing
+    assert "kernels/ewise.cu" in listing  # the template library, offered to an LLM too
+    assert read_skill(ctx, {"name": "templates"}).startswith("---\nname: templates")
+    assert "{{SLOTS}}" in read_skill(ctx, {"name": "templates", "path": "kernels/ewise.cu"})
     assert read_skill(ctx, {"name": "optimization"}).startswith("---\nname: optimization")
     assert "relu_kernel" in read_skill(
         ctx, {"name": "cuda-extension", "path": "examples/relu/kernels/relu.cu"}
