@@ -208,6 +208,7 @@ def _build_spec(
             "kind": "single_file",
             "solution": _in_sandbox(solution.path, solution, sandbox),
             "build_dir": build_dir,
+            "cache_dir": sandbox.cache_path,
             "config_hash": "",
             "content_hash": content_hash,
         }

@@ -355,6 +355,7 @@ def _solution_spec(solution: Solution, compiled: CompileResult, sandbox: Sandbox
     return {
         "kind": "single_file",
         "build_dir": compiled.build_dir,
+        "cache_dir": sandbox.cache_path,
         "entry": entry,
         "module_name": "kernel_agent_solution",
     }

@@ -8,7 +8,7 @@ SPEC_JSON (protocol.WorkspaceBuildSpec or SingleFileBuildSpec) keys:
   sources         absolute source paths (workspace)
   build_dir       where ninja builds (workspace) / TORCH_EXTENSIONS_DIR (single_file)
   solution        the single-file solution's path (single_file)
-  cache_dir       where the shared toolchain (ninja header, precompiled header) lives
+  cache_dir       where the shared toolchain (ninja header, precompiled headers) lives (both kinds)
   cflags, cuda_cflags, ldflags, include_dirs
   config_hash     identity of (sources, flags, toolchain): build.ninja is reused while it matches
 
@@ -113,12 +113,16 @@ def build_workspace(spec: WorkspaceBuildSpec) -> BuildOutcome:
 
 
 def build_single_file(spec: SingleFileBuildSpec) -> BuildOutcome:
-    """Import the solution with TORCH_EXTENSIONS_DIR pointing at its cache: load_inline builds there."""
+    """Import the solution with TORCH_EXTENSIONS_DIR pointing at its cache: load_inline builds there,
+    through the shared toolchain (inline_build.py)."""
     import runpy
     import traceback
 
+    import inline_build
+
     build_dir = Path(spec["build_dir"])
     os.environ["TORCH_EXTENSIONS_DIR"] = str(build_dir)
+    inline_build.install(spec["cache_dir"])
     with exclusive(build_dir):
         try:
             runpy.run_path(spec["solution"], run_name="__kernel_agent_solution__")

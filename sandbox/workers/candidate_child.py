@@ -194,13 +194,17 @@ def _import_candidate(solution: SolutionSpec) -> type:
         ext_spec.loader.exec_module(extension)
         sys.modules[solution["extension"]] = extension
     else:
+        import inline_build
+
         os.environ["TORCH_EXTENSIONS_DIR"] = solution["build_dir"]
         try:
             from cuda_env import find_toolkit
 
-            os.environ.setdefault("CUDA_HOME", find_toolkit().cuda_home)
+            # As build.py sets it: the same nvcc path, or every ninja command differs and rebuilds.
+            os.environ["CUDA_HOME"] = find_toolkit().cuda_home
         except Exception:  # a solution without load_inline needs no toolkit
             pass
+        inline_build.install(solution["cache_dir"])
     entry_spec = importlib.util.spec_from_file_location(solution["module_name"], solution["entry"])
     if entry_spec is None or entry_spec.loader is None:
         raise StageFailure("import candidate", "import", f"cannot load {solution['entry']}")

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 Signature = list[tuple[list[int], str]]
 POISON_RESERVE_BYTES = 256 * 1024 * 1024
 POISON_HEADROOM = 512 * 1024 * 1024  # left free for the candidate's own first allocations
+PART_BYTES = 1 << 30  # outputs larger than this cross to the judge in parts (save_outputs)
 POISON_BYTE = 0xFF  # all-ones: NaN in every floating dtype (a float32 NaN read as float16 is half zeros)
 
 
@@ -93,9 +94,18 @@ def poison_allocator(device: str, hint_bytes: int) -> tuple[int, int]:
 
 
 def save_outputs(path: str, structure: str, leaves: list[Any], snapshots: list[Any]) -> None:
-    items = []
-    for leaf, snap in zip(leaves, snapshots, strict=True):
-        if snap is not None:
+    """The outputs for the judge. A tensor over PART_BYTES goes to files of its own, `PATH.L.K`
+    for leaf L, part K (the judge derives the names): KernelBench's full-size outputs are 6-8 GB,
+    past what the sandbox lets one file grow to, and one copy of them on the host at a time is enough."""
+    items: list[Any] = []
+    for index, (leaf, snap) in enumerate(zip(leaves, snapshots, strict=True)):
+        if snap is not None and snap.numel() * snap.element_size() > PART_BYTES:
+            flat = snap.detach().reshape(-1)
+            pieces = flat.split(max(1, PART_BYTES // flat.element_size()))
+            for part, piece in enumerate(pieces):
+                torch.save(piece.cpu(), f"{path}.{index}.{part}")
+            items.append({"parts": len(pieces), "shape": list(snap.shape)})
+        elif snap is not None:
             items.append(snap.detach().cpu())
         elif leaf is None or type(leaf) in (bool, int, float):
             items.append(leaf)

@@ -12,6 +12,7 @@ reference and every input from the seeds itself, and reads the candidate's outpu
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -179,7 +180,12 @@ def _diffs(
         problem = f"the output is {candidate.get('structure')} where {structure} is expected"
         return [{"passed": False, "problems": [problem]}]
     diffs: list[DiffRecord] = []
-    for want, got in zip(leaves, candidate["items"], strict=True):
+    for index, (want, got) in enumerate(zip(leaves, candidate["items"], strict=True)):
+        if type(want) is torch.Tensor and isinstance(got, dict):
+            got = _joined_parts(os.path.join(spec["exchange_dir"], file), index, got, want.device)
+            if isinstance(got, str):
+                diffs.append({"passed": False, "problems": [got]})
+                continue
         if type(want) is torch.Tensor:
             if type(got) is not torch.Tensor:
                 diffs.append({"passed": False, "problems": ["not a plain torch.Tensor"]})
@@ -192,6 +198,32 @@ def _diffs(
             atol, rtol, _ = tolerance_for(torch.float32, tolerances)
             diffs.append(compare_values(want, got, atol=atol, rtol=rtol))
     return diffs
+
+
+def _joined_parts(path: str, index: int, entry: dict, device: torch.device) -> torch.Tensor | str:
+    """A large output saved in parts (candidate_trials.save_outputs), joined on `device`; or what is
+    wrong with it. The part files' names are ours to derive, never read from the candidate's file."""
+    parts, shape = entry.get("parts"), entry.get("shape")
+    if type(parts) is not int or not 0 < parts <= 1 << 16 or not isinstance(shape, list):
+        return "the candidate's output file is malformed"
+    if not all(type(d) is int and d >= 0 for d in shape):
+        return "the candidate's output file is malformed"
+    pieces = []
+    for part in range(parts):
+        try:
+            piece = torch.load(f"{path}.{index}.{part}", map_location="cpu", weights_only=True, mmap=True)
+        except Exception as exc:
+            return f"part {part} of the candidate's output is unreadable: {exc}"
+        if type(piece) is not torch.Tensor or piece.dim() != 1:
+            return f"part {part} of the candidate's output is malformed"
+        pieces.append(piece.to(device))
+    if len({p.dtype for p in pieces}) != 1:
+        return "the parts of the candidate's output differ in dtype"
+    joined = torch.cat(pieces)
+    del pieces
+    if joined.numel() != math.prod(shape):
+        return f"the candidate's output has {joined.numel()} elements where its shape {shape} needs {math.prod(shape)}"
+    return joined.reshape(shape)
 
 
 def _baselines(model: torch.nn.Module, get_inputs: object, spec: JudgeSpec) -> JudgeBaselines:

@@ -229,6 +229,7 @@ class SingleFileSolutionSpec(TypedDict):
 
     kind: Literal["single_file"]
     build_dir: str
+    cache_dir: str
     entry: str
     module_name: str
 
@@ -264,6 +265,7 @@ class SingleFileBuildSpec(TypedDict):
     kind: Literal["single_file"]
     solution: str
     build_dir: str
+    cache_dir: str
     config_hash: str
     content_hash: str
 

@@ -1,0 +1,182 @@
+"""Cold builds and candidate imports of KernelBench single-file generations (issue 17, items 1-2).
+
+    python benchmarks/inline_build_bench.py SOLUTION.py... --out benchmarks/results/inline_build_h200.md
+
+Through the product's own `compile_solution` and the local sandbox, in a fresh build cache:
+  first      the first generation: also builds the shared precompiled torch/extension.h
+  cold       every later generation, each its own extension (the toolchain is warm, the solution new)
+  import     the candidate's import of the built solution in a fresh process, as the candidate
+             worker does it (`candidate_child._import_candidate`): no compiler may run
+and, with `--torch-baseline`, the first solution built by torch's own load_inline without our
+routing (what a KernelBench evaluator pays), for comparison. Targets: cold <= 15 s, import <= 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from agent.build.compile import compile_solution  # noqa: E402
+from agent.workspace import SingleFileSolution  # noqa: E402
+from sandbox.base import Sandbox, open_sandbox  # noqa: E402
+
+COLD_TARGET_S = 15.0
+IMPORT_TARGET_S = 2.0
+
+IMPORT = """
+import json, sys, time
+sys.path.insert(0, {workers!r})
+import candidate_child
+start = time.monotonic()
+candidate_child._import_candidate(json.loads(sys.argv[1]))
+print(json.dumps({{"import_s": time.monotonic() - start}}))
+"""
+
+
+def import_seconds(solution: Path, build_dir: str, box: Sandbox, arch: str) -> tuple[float, float]:
+    """(the import itself, the whole fresh process with `import torch`), in the sandbox the
+    candidate runs in: its environment decides torch's build commands, and so whether ninja rebuilds."""
+    spec = {
+        "kind": "single_file",
+        "build_dir": build_dir,
+        "cache_dir": box.cache_path,
+        "entry": f"{box.workspace_path}/{solution.name}",
+        "module_name": "kernel_agent_solution",
+    }
+    code = IMPORT.format(workers=str(Path(box.worker("build.py")).parent))
+    done = box.exec(
+        [box.python, "-I", "-c", code, json.dumps(spec)], timeout=900, env={"TORCH_CUDA_ARCH_LIST": arch}
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"import of {solution.name} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["import_s"], done.duration_s
+
+
+def compiler_runs(build_dir: str) -> int:
+    return sum(
+        1
+        for log in Path(build_dir).glob("*/.ninja_log")
+        for line in log.read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+
+
+def torch_baseline(solution: Path, scratch: Path, arch: str) -> float:
+    """torch's own load_inline, no routing: a fresh TORCH_EXTENSIONS_DIR, the same import."""
+    env = {**os.environ, "TORCH_CUDA_ARCH_LIST": arch, "TORCH_EXTENSIONS_DIR": str(scratch / "torch-ext")}
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", f"import runpy; runpy.run_path({str(solution)!r})"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"torch's load_inline failed:\n{done.stderr[-3000:]}")
+    return time.monotonic() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("solutions", type=Path, nargs="+")
+    parser.add_argument("--arch", default="9.0")
+    parser.add_argument("--torch-baseline", action="store_true")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    scratch = Path(tempfile.mkdtemp(prefix="inline-bench-"))
+    cache = scratch / "cache"
+    rows, colds, imports = [], [], []
+    for index, source in enumerate(args.solutions):
+        folder = scratch / f"s{index}"
+        folder.mkdir()
+        path = folder / source.name
+        shutil.copy(source, path)
+        solution = SingleFileSolution(path)
+        box = open_sandbox("local", workspace=solution.root, cache_dir=cache)
+        built = compile_solution(solution, box, arch=args.arch)
+        if not built.ok:
+            raise SystemExit(f"{source.name} failed to build:\n{built.feedback()}")
+        ninja = next(Path(built.build_dir).glob("*/build.ninja")).read_text()
+        how = ("lean .cu" if ".lean.cu" in ninja else "full .cu") + (
+            ", PCH" if "-Winvalid-pch" in ninja else ""
+        )
+        runs_before = compiler_runs(built.build_dir)
+        own, process = import_seconds(path, built.build_dir, box, args.arch)
+        rebuilt = compiler_runs(built.build_dir) - runs_before
+        kind = "first (+ PCH)" if index == 0 else "cold"
+        if index:
+            colds.append(built.duration_s)
+        imports.append(own)
+        rows.append(
+            f"| {source.name} | {kind} | {built.duration_s:.2f} | {how} | {own:.2f} | {process:.2f} | {rebuilt} |"
+        )
+        print(rows[-1], flush=True)
+    baseline = torch_baseline(args.solutions[0], scratch, args.arch) if args.torch_baseline else None
+
+    try:
+        gpu = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        gpu = ""
+    import torch
+
+    lines = [
+        "# KernelBench single-file generations: cold build and candidate import",
+        "",
+        f"- date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"- machine: {socket.gethostname()}, {os.cpu_count()} cores, GPU {gpu or 'none'}, torch {torch.__version__}, "
+        f"Python {platform.python_version()}",
+        f"- command: `python benchmarks/inline_build_bench.py {' '.join(p.name for p in args.solutions)} "
+        f"--arch {args.arch}{' --torch-baseline' if args.torch_baseline else ''}`",
+        "- solutions: written by `benchmarks/kb_corpus.py` (torch/extension.h in the CUDA source, each its own "
+        "extension); one build at a time",
+        "",
+        "| solution | build | build s | how | import s | import process s (with `import torch`) | compiler runs in import |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+    if colds:
+        verdict = "met" if max(colds) <= COLD_TARGET_S else "MISSED"
+        lines.append(
+            f"- cold build (toolchain warm): median {statistics.median(colds):.2f} s, max {max(colds):.2f} s "
+            f"(target <= {COLD_TARGET_S:.0f} s: {verdict})"
+        )
+    verdict = "met" if max(imports) <= IMPORT_TARGET_S else "MISSED"
+    lines.append(
+        f"- candidate import of a built solution: max {max(imports):.2f} s (target <= {IMPORT_TARGET_S:.0f} s: {verdict})"
+    )
+    if baseline is not None:
+        lines.append(
+            f"- torch's own load_inline of {args.solutions[0].name}, fresh folder, same machine: {baseline:.2f} s "
+            "(build and import, one process)"
+        )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
