@@ -14,6 +14,7 @@ import typer
 
 from agent.cli.batch import batch_command, report_command
 from agent.cli.eval import compile_command, eval_command, tasks_command
+from agent.cli.export_tasks import export_tasks_command
 from agent.cli.sandbox import sandbox_app
 from agent.cli.solve import solve_command
 from agent.cli.transcripts import export_command, replay_command, show_command
@@ -65,6 +66,7 @@ app.add_typer(sandbox_app, name="sandbox")
 app.command("replay")(replay_command)
 app.command("show")(show_command)
 app.command("export")(export_command)
+app.command("export-tasks")(export_tasks_command)
 
 
 def main() -> None:
