@@ -192,8 +192,11 @@ def test_kernelbench_single_file_solution_builds_and_breaks_clearly(tmp_path: Pa
     good.write_text(SINGLE_FILE.replace("y[i] = x[i]", "y[i] = q[i]"))
     result = compile_solution(solution, box, arch="sm_90")
     assert not result.ok
-    assert result.errors and result.errors[0].file == "cuda.cu"
+    # Named where the model wrote it: the line of the solution, not of torch's generated cuda.cu.
+    assert result.errors and result.errors[0].file == good.name
+    assert result.errors[0].line == SINGLE_FILE.splitlines().index("    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;") + 1
     assert 'identifier "q" is undefined' in result.errors[0].message
+    assert "cuda.cu:" in result.errors[0].context
     assert json.loads(result.model_dump_json())["solution_kind"] == "single_file"
 
 

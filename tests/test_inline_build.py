@@ -236,4 +236,6 @@ def test_a_broken_generation_reports_the_error_of_the_file_as_written(tmp_path: 
     )
     assert not built.ok and built.status == "compile_error"
     first = built.errors[0]
-    assert first.file == "cuda.cu" and 'identifier "q" is undefined' in first.message
+    assert first.file == path.name and 'identifier "q" is undefined' in first.message
+    assert first.line == path.read_text().splitlines().index(f"    {TYPO}") + 1
+    assert "(in cuda.cu:" in first.context  # the original's error, not the lean copy's

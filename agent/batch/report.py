@@ -23,6 +23,7 @@ from agent.batch.metrics import (
     p_label,
     samples_from_records,
 )
+from agent.batch.stages import StageShare, stage_breakdown, stage_rows
 from agent.batch.store import AttemptRecord, Store
 
 
@@ -59,6 +60,8 @@ class BatchReport(BaseModel):
     per_candidate: Metrics
     tasks: list[Sample]
     candidates: list[CandidateRow]
+    stages: list[StageShare] = []
+    """where the evaluations' time went (final evaluation of each counted attempt)"""
     in_flight: int
     generated_at: str
 
@@ -110,6 +113,7 @@ def _report(store: Store, key: str, runs: list[dict[str, Any]]) -> BatchReport:
         per_candidate=compute_metrics(per_candidate),
         tasks=tasks,
         candidates=[_row(r) for r in records],
+        stages=stage_breakdown(e for r in records for e in store.evaluation_json(r.attempt_id)),
         in_flight=in_flight,
         generated_at=time.strftime("%Y-%m-%d %H:%M:%S"),
     )
@@ -329,6 +333,7 @@ def print_report(
         tables = [
             ("KernelBench metrics (per task)", summary_rows(report)),
             ("Cost", cost_rows(report)),
+            *((("Where the evaluation time went", stage_rows(report.stages)),) if report.stages else ()),
             *((("Candidates", candidate_rows(report)),) if candidates else ()),
         ]
     else:
@@ -336,6 +341,7 @@ def print_report(
             ("KernelBench metrics (per task)", narrow_summary_rows(report)),
             ("fast_p (per task: correct and more than p times faster)", fast_p_rows(report)),
             ("Cost", narrow_cost_rows(report)),
+            *((("Where the evaluation time went", stage_rows(report.stages)),) if report.stages else ()),
             *((("Candidates", narrow_candidate_rows(report)),) if candidates else ()),
         ]
     for title, (head, rows) in tables:
@@ -397,6 +403,8 @@ def render_markdown(reports: list[BatchReport]) -> str:
         parts += [f"- {line}" for line in header_lines(report)]
         parts += ["", "### KernelBench metrics (per task)", "", _md_table(*summary_rows(report))]
         parts += ["", "### Cost", "", _md_table(*cost_rows(report))]
+        if report.stages:
+            parts += ["", "### Where the evaluation time went", "", _md_table(*stage_rows(report.stages))]
         parts += ["", "### Candidates", "", _md_table(*candidate_rows(report)), ""]
         if report.load_errors:
             parts += ["### Tasks that did not load", "", *[f"- {e}" for e in report.load_errors], ""]

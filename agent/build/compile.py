@@ -19,6 +19,7 @@ from typing import Literal, cast
 from pydantic import BaseModel, Field
 
 from agent.build.diagnostics import Diagnostic, parse_log
+from agent.build.inline_lines import locate
 from agent.build.toolkit import resolve_arch
 from agent.workspace import EXTENSION_NAME, SingleFileSolution, Solution, Workspace
 from sandbox.base import Sandbox
@@ -153,6 +154,8 @@ def compile_solution(
             **common,
         )
     errors, warnings = parse_log(log, root=solution.root)
+    if isinstance(solution, SingleFileSolution):
+        errors = locate(errors, solution.path)
     if not record["ok"]:
         return CompileResult(
             ok=False,

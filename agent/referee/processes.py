@@ -229,7 +229,11 @@ def candidate_failure(run: CandidateRun, timeout: float) -> tuple[str, FailureRe
     if failure:
         kind = failure.get("kind", "exception")
         where = failure.get("stage", stage)
-        verdict = {"input_tampering": "policy_violation", "no_gpu": "no_gpu"}.get(kind, "runtime_error")
+        verdict = {
+            "input_tampering": "policy_violation",
+            "no_gpu": "no_gpu",
+            "referee_capacity": "referee_error",  # the task is too large for where it is judged
+        }.get(kind, "runtime_error")
         report = FailureReport(
             stage=where,
             kind=kind,

@@ -20,6 +20,7 @@ import torch
 from op_policy import FORWARD_LABEL, make_recorder, ops_under
 from protocol import derive_seed
 from referee_common import (
+    OOM_ERRORS,
     StageFailure,
     aliased_inputs,
     checksum,
@@ -40,6 +41,7 @@ Signature = list[tuple[list[int], str]]
 POISON_RESERVE_BYTES = 256 * 1024 * 1024
 POISON_HEADROOM = 512 * 1024 * 1024  # left free for the candidate's own first allocations
 PART_BYTES = 1 << 30  # outputs larger than this cross to the judge in parts (save_outputs)
+DISK_MARGIN_BYTES = 1 << 30
 POISON_BYTE = 0xFF  # all-ones: NaN in every floating dtype (a float32 NaN read as float16 is half zeros)
 
 
@@ -97,6 +99,7 @@ def save_outputs(path: str, structure: str, leaves: list[Any], snapshots: list[A
     """The outputs for the judge. A tensor over PART_BYTES goes to files of its own, `PATH.L.K`
     for leaf L, part K (the judge derives the names): KernelBench's full-size outputs are 6-8 GB,
     past what the sandbox lets one file grow to, and one copy of them on the host at a time is enough."""
+    _check_room(path, sum(s.numel() * s.element_size() for s in snapshots if s is not None))
     items: list[Any] = []
     for index, (leaf, snap) in enumerate(zip(leaves, snapshots, strict=True)):
         if snap is not None and snap.numel() * snap.element_size() > PART_BYTES:
@@ -114,6 +117,36 @@ def save_outputs(path: str, structure: str, leaves: list[Any], snapshots: list[A
     tmp = path + ".tmp"
     torch.save({"structure": structure, "items": items}, tmp)
     os.replace(tmp, path)
+
+
+def _check_room(path: str, needed: int) -> None:
+    """The referee's own limit, said as one: outputs that cannot be handed to the judge."""
+    import shutil
+
+    free = shutil.disk_usage(os.path.dirname(path)).free
+    if needed + DISK_MARGIN_BYTES > free:
+        raise StageFailure(
+            "save outputs",
+            "referee_capacity",
+            f"the outputs of one call ({needed / 1e9:.2f} GB) do not fit in the {free / 1e9:.2f} GB free "
+            f"on the disk of {os.path.dirname(os.path.dirname(path))}, where the candidate hands its "
+            "outputs to the judge: free space there or judge on a machine with more",
+        )
+
+
+def _referee_copy(what: str, values: list[torch.Tensor], device: str) -> list[torch.Tensor]:
+    """Clones the referee keeps beside the candidate's; an OOM here is the referee's capacity, not
+    the candidate's fault, and is said with the sizes."""
+    try:
+        return [t.clone() for t in values]
+    except OOM_ERRORS:
+        free, total = torch.cuda.mem_get_info(torch.device(device)) if device.startswith("cuda") else (0, 0)
+        raise StageFailure(
+            "trial",
+            "referee_capacity",
+            f"the referee's copy of the {what} ({nbytes(values) / 1e9:.2f} GB) does not fit on the GPU "
+            f"({free / 1e9:.2f} GB free of {total / 1e9:.2f} GB): the task is too large to judge on this GPU",
+        ) from None
 
 
 def run_trials(
@@ -136,7 +169,7 @@ def run_trials(
         input_tensors = tensors_in(inputs)
         signature = signature or _signature(input_tensors)
         before = [checksum(t) for t in input_tensors]
-        pristine = [t.clone() for t in input_tensors]
+        pristine = _referee_copy("inputs", input_tensors, device)
         poisoned = needed = 0
         if device.startswith("cuda"):
             poisoned, needed = poison_allocator(device, nbytes(inputs) + output_bytes)

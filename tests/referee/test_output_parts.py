@@ -55,3 +55,21 @@ def test_a_part_list_that_does_not_add_up_fails_the_output(
     path = saved(tmp_path, torch.randn(5, 7))
     result = judge._joined_parts(str(path), 0, entry, torch.device("cpu"))
     assert isinstance(result, str) and problem in result
+
+
+def test_outputs_that_do_not_fit_on_the_disk_are_the_referees_limit_said_with_sizes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from agent.referee.processes import CandidateRun, candidate_failure
+    from sandbox.base import ExecResult
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(100, 100, 10))
+    with pytest.raises(candidate_trials.StageFailure) as caught:
+        saved(tmp_path, torch.randn(4, 4))
+    assert caught.value.kind == "referee_capacity" and "do not fit in the 0.00 GB free" in caught.value.message
+    failure = {"stage": caught.value.stage, "kind": caught.value.kind, "message": caught.value.message}
+    run = CandidateRun(result=ExecResult(returncode=1), record={"failure": failure})  # type: ignore[typeddict-item]
+    verdict, report = candidate_failure(run, timeout=60)
+    assert verdict == "referee_error" and "free space there" in report.message

@@ -1,0 +1,95 @@
+"""Where a batch's evaluation time went: build, import, inputs, trials, GPU wait, timing, judge.
+
+Read from each counted attempt's final evaluation (`EvalResult.stage_times`): the compile stage,
+the candidate worker's stages by its supervisor's clock, and the judge. The candidate's stage
+names are the worker's own (candidate_child.py); they are grouped here into what a reader compares.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel
+
+# In the order a candidate meets them.
+GROUPS = (
+    "build",
+    "import",
+    "inputs + reference",
+    "trials",
+    "GPU wait",
+    "timing",
+    "profile",
+    "judge",
+    "other",
+)
+
+
+class StageShare(BaseModel):
+    stage: str
+    total_s: float
+    median_s: float
+    """per evaluation that had the stage"""
+    evaluations: int
+    share: float
+    """of the summed time of every stage"""
+
+
+def group_of(candidate_stage: str) -> str:
+    name = candidate_stage.lower()
+    if name.startswith("waiting for the gpu"):
+        return "GPU wait"
+    if name.startswith("trial"):
+        return "trials"
+    if name.startswith(("import", "construct", "load state")):
+        return "import"
+    if name.startswith("reference state"):
+        return "inputs + reference"
+    if name in ("timing", "profile"):
+        return name
+    return "other"
+
+
+def evaluation_stages(result: dict[str, Any]) -> dict[str, float]:
+    """Seconds per group of one EvalResult (as stored: JSON)."""
+    times = result.get("stage_times") or {}
+    seconds = dict.fromkeys(GROUPS, 0.0)
+    seconds["build"] = float(times.get("compile_s") or 0.0)
+    seconds["judge"] = float(times.get("judge_s") or 0.0)
+    stages = times.get("candidate_stages") or {}
+    for name, value in stages.items():
+        seconds[group_of(name)] += float(value)
+    # The worker's clock starts after its process does: the rest of the run is process start-up.
+    seconds["other"] += max(0.0, float(times.get("candidate_s") or 0.0) - sum(stages.values()))
+    return seconds
+
+
+def stage_breakdown(results: Iterable[dict[str, Any]]) -> list[StageShare]:
+    per_group: dict[str, list[float]] = {group: [] for group in GROUPS}
+    for result in results:
+        for group, value in evaluation_stages(result).items():
+            if value > 0:
+                per_group[group].append(value)
+    grand = sum(sum(values) for values in per_group.values())
+    return [
+        StageShare(
+            stage=group,
+            total_s=sum(values),
+            median_s=statistics.median(values),
+            evaluations=len(values),
+            share=sum(values) / grand if grand else 0.0,
+        )
+        for group, values in per_group.items()
+        if values
+    ]
+
+
+def stage_rows(shares: list[StageShare]) -> tuple[list[str], list[list[str]]]:
+    head = ["stage", "total s", "median s", "evals", "share"]
+    rows = [
+        [s.stage, f"{s.total_s:.1f}", f"{s.median_s:.2f}", str(s.evaluations), f"{100 * s.share:.0f}%"]
+        for s in shares
+    ]
+    return head, rows

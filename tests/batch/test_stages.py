@@ -1,0 +1,71 @@
+"""`agent report`'s "where the evaluation time went": the candidate worker's stages grouped into
+build, import, inputs, trials, GPU wait, timing, profile and judge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.batch.config import AttemptOutcome, WorkItem
+from agent.batch.report import build_reports, render_markdown
+from agent.batch.stages import evaluation_stages, stage_breakdown
+from agent.batch.store import Store
+from agent.referee.results import EvalResult
+from agent.tasks import load_folder
+from tests.batch.helpers import fake_config, make_tasks
+
+# A real evaluation's stage times: KernelBench level1/40_LayerNorm at full size on the H200.
+MEASURED = Path(__file__).resolve().parents[2] / (
+    "benchmarks/results/fullsize-h200-2026-12-02/run1_before_import_fix/eval_40_LayerNorm_cold.json"
+)
+
+
+def test_stages_group_as_a_reader_compares_them() -> None:
+    result = json.loads(MEASURED.read_text())
+    seconds = evaluation_stages(result)
+    stages = result["stage_times"]["candidate_stages"]
+    assert seconds["build"] == pytest.approx(27.735, abs=1e-3)
+    assert seconds["judge"] == pytest.approx(14.092, abs=1e-3)
+    assert seconds["trials"] == pytest.approx(sum(v for k, v in stages.items() if k.startswith("trial")))
+    assert seconds["import"] == pytest.approx(
+        stages["import torch"]
+        + stages["import candidate"]
+        + stages["construct ModelNew"]
+        + stages["load state"]
+    )
+    assert seconds["inputs + reference"] == pytest.approx(4.3111)
+    assert seconds["GPU wait"] == pytest.approx(0.0002)
+    # What the worker's clock did not see of the candidate's run is process start-up.
+    assert sum(seconds.values()) == pytest.approx(
+        result["stage_times"]["compile_s"]
+        + result["stage_times"]["candidate_s"]
+        + result["stage_times"]["judge_s"]
+    )
+
+
+def test_the_breakdown_sums_evaluations_and_gives_shares() -> None:
+    result = json.loads(MEASURED.read_text())
+    shares = {s.stage: s for s in stage_breakdown([result, result])}
+    assert shares["build"].evaluations == 2 and shares["build"].total_s == pytest.approx(2 * 27.735, abs=1e-3)
+    assert sum(s.share for s in shares.values()) == pytest.approx(1.0)
+
+
+def test_the_report_shows_where_the_time_went(tmp_path: Path) -> None:
+    root = make_tasks(tmp_path / "tasks", {1: ["1_A"]})
+    (task,) = load_folder(root, instantiate=False)[0]
+    config = fake_config(tmp_path, root, tmp_path / "sols")
+    with Store(config.store) as store:
+        run = store.start_run(config, versions={}, gpus=[{"id": "0", "name": "NVIDIA H200"}])
+        store.add_tasks([task])
+        claim = store.claim(run, config.batch_key(), WorkItem(task=task, candidate="base"))
+        assert claim is not None
+        measured = EvalResult.model_validate_json(MEASURED.read_text())
+        store.finish_attempt(claim.attempt_id, AttemptOutcome(status="done", result=measured))
+        store.finish_run(run, "finished")
+    (report,) = build_reports(config.store)
+    shares = {s.stage: s for s in report.stages}
+    assert shares["build"].total_s == pytest.approx(27.735, abs=1e-3) and shares["trials"].evaluations == 1
+    text = render_markdown([report])
+    assert "### Where the evaluation time went" in text and "| GPU wait |" in text
