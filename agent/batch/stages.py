@@ -55,7 +55,7 @@ def group_of(candidate_stage: str) -> str:
 def evaluation_stages(result: dict[str, Any]) -> dict[str, float]:
     """Seconds per group of one EvalResult (as stored: JSON)."""
     times = result.get("stage_times") or {}
-    seconds = dict.fromkeys(GROUPS, 0.0)
+    seconds: dict[str, float] = dict.fromkeys(GROUPS, 0.0)
     seconds["build"] = float(times.get("compile_s") or 0.0)
     seconds["judge"] = float(times.get("judge_s") or 0.0)
     stages = times.get("candidate_stages") or {}
