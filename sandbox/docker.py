@@ -3,7 +3,10 @@
 The container runs `sleep infinity` under an init, with no network, a read-only root, the
 workspace bind-mounted read-write at /workspace, a tmpfs /tmp, a named volume for the compile
 cache, the worker scripts mounted read-only, memory and pids limits, no capabilities and
-no-new-privileges. GPUs come through device requests (the `--gpus` equivalent). Containers
+no-new-privileges. GPUs come through device requests (the `--gpus` equivalent) when the daemon
+has the nvidia runtime, else the sandbox maps them itself (sandbox/docker_gpu.py: the device
+nodes of the GPUs asked for, the driver's libraries read-only). An image built in host-stack mode
+(sandbox/image.py) names the host folders it borrows; they are mounted read-only. Containers
 carry labels naming their owner process; leftovers of dead owners are removed when a sandbox
 opens, and open sandboxes are removed on close and at interpreter exit.
 """
@@ -37,17 +40,18 @@ from sandbox.base import (
 )
 from sandbox.cgroups import process_limit_counters
 from sandbox.docker_exec import WRAPPER, ExecStream, tar_one_file, untar_one_file
+from sandbox.docker_gpu import GpuPlan, NvidiaHost, plan_gpus
 from sandbox.docker_host import (
     LABEL,
     OWNER_LABEL,
     connect,
     default_image,
-    gpu_device_requests,
     host_pid,
     not_running,
     owner_label,
     remove_leftover_containers,
 )
+from sandbox.image import HostStack, host_stack_of
 
 CACHE_VOLUME = "kernel-agent-cache"
 PASSED_ENV = ("LANG", "LC_ALL", "TERM", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS")
@@ -58,11 +62,16 @@ _open: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
 
 @register_sandbox("docker")
 class DockerSandbox(Sandbox):
-    """Options: `image`; `gpus` "auto" (all when the daemon has the nvidia runtime), "all",
-    "0,1" or None; `mem_limit`; `pids_limit`; `cpus`; `shm_size`; `tmpfs_size`;
-    `cache_volume`; `ro_mounts` {host path: container path} mounted read-only (e.g. a host
-    python or /usr/local/cuda); `python`; `env`; `user` (default: the harness's uid:gid so
-    workspace files keep their owner); `output_cap`; `client` (a docker.DockerClient)."""
+    """Options: `image`; `gpus` "auto" (every GPU the GPU mode reaches, none when none), "all",
+    "0,1" (host indices or GPU UUIDs) or None; `gpu_mode` "auto" (the nvidia runtime when the
+    daemon has it, else the host's device nodes), "runtime" or "devices" (default:
+    $KERNEL_AGENT_DOCKER_GPU_MODE or auto); `gpu_host` (where the driver's nodes and libraries
+    are: sandbox.docker_gpu.NvidiaHost, replaced in tests); `mem_limit`; `pids_limit`; `cpus`;
+    `shm_size`; `tmpfs_size`; `cache_volume`; `ro_mounts` {host path: container path} mounted
+    read-only (e.g. a host python or /usr/local/cuda; added to a host-stack image's own);
+    `python` (default: the host-stack image's, else python3); `env`; `user` (default: the
+    harness's uid:gid so workspace files keep their owner); `output_cap`; `client` (a
+    docker.DockerClient)."""
 
     kind = "docker"
     workspace_path = "/workspace"
@@ -75,6 +84,8 @@ class DockerSandbox(Sandbox):
         workspace: Path,
         image: str | None = None,
         gpus: str | None = "auto",
+        gpu_mode: str | None = None,
+        gpu_host: NvidiaHost | None = None,
         mem_limit: str | int | None = "16g",
         pids_limit: int = 1024,
         cpus: float | None = None,
@@ -82,7 +93,7 @@ class DockerSandbox(Sandbox):
         tmpfs_size: str = "4g",
         cache_volume: str = CACHE_VOLUME,
         ro_mounts: Mapping[str, str] | None = None,
-        python: str = "python3",
+        python: str | None = None,
         env: Mapping[str, str] | None = None,
         user: str | None = None,
         output_cap: int = OUTPUT_CAP_BYTES,
@@ -91,18 +102,26 @@ class DockerSandbox(Sandbox):
     ) -> None:
         self.host_workspace = str(Path(workspace).resolve())
         self.image = image or default_image()
-        self.python = python
         self.output_cap = output_cap
         self.user = user or f"{os.getuid()}:{os.getgid()}"
         self.client = client or connect()
-        if gpus == "auto":
-            runtimes = self.client.info().get("Runtimes") or {}
-            gpus = "all" if "nvidia" in runtimes else None
-        self.gpus = gpus
+        try:
+            found = self.client.images.get(self.image)
+        except docker.errors.ImageNotFound:
+            raise SandboxError(
+                f"docker sandbox: image {self.image!r} is not on this machine; build it with "
+                f"`agent sandbox build --tag {self.image}` (or `--host-stack` where no registry "
+                "can be reached) or set KERNEL_AGENT_IMAGE"
+            ) from None
+        self.host_stack: HostStack | None = host_stack_of(getattr(found, "labels", None))
+        self.python = python or (self.host_stack.python if self.host_stack else "python3")
+        runtimes = (self.client.info().get("Runtimes") or {}) if gpus is not None else {}
+        self.gpu_plan: GpuPlan = plan_gpus(gpus, runtimes=runtimes, host=gpu_host, mode=gpu_mode)
+        self.gpus = self.gpu_plan.gpus
         self.limits = {"mem_limit": mem_limit, "pids_limit": pids_limit, "cpus": cpus}
         self.shm_size, self.tmpfs_size = shm_size, tmpfs_size
         self.cache_volume = cache_volume
-        self.ro_mounts = dict(ro_mounts or {})
+        self.ro_mounts = {**self._stack_mounts(), **dict(ro_mounts or {})}
         self.env = {k: v for k, v in os.environ.items() if k in PASSED_ENV}
         self.env.update(
             HOME="/tmp",
@@ -112,21 +131,27 @@ class DockerSandbox(Sandbox):
             PYTHONDONTWRITEBYTECODE="1",
             NVIDIA_DRIVER_CAPABILITIES="compute,utility",
         )
+        self.env.update(self.gpu_plan.env)
         self.env.update(env or {})
         self.container: Any = None
         self._keepalive = ""
         self._closed = False
-        try:
-            self.client.images.get(self.image)
-        except docker.errors.ImageNotFound:
-            raise SandboxError(
-                f"docker sandbox: image {self.image!r} is not on this machine; build it with "
-                f"`agent sandbox build --tag {self.image}` or set KERNEL_AGENT_IMAGE"
-            ) from None
         remove_leftover_containers(self.client)
         self._ensure_cache_volume()
         self._start()
         _open.add(self)
+
+    def _stack_mounts(self) -> dict[str, str]:
+        """The host folders a host-stack image borrows; each must exist here."""
+        if self.host_stack is None:
+            return {}
+        missing = [host for host in self.host_stack.mounts if not os.path.exists(host)]
+        if missing:
+            raise SandboxError(
+                f"docker sandbox: image {self.image} borrows host folders this machine lacks "
+                f"({', '.join(missing)}); rebuild it here: agent sandbox build --host-stack --tag {self.image}"
+            )
+        return dict(self.host_stack.mounts)
 
     # -- container lifecycle --------------------------------------------------------------
 
@@ -137,7 +162,7 @@ class DockerSandbox(Sandbox):
             str(WORKERS_DIR): {"bind": self.workers_path, "mode": "ro"},
             self.cache_volume: {"bind": self.cache_path, "mode": "rw"},
         }
-        for host, inside in self.ro_mounts.items():
+        for host, inside in {**self.ro_mounts, **self.gpu_plan.mounts}.items():
             volumes[str(host)] = {"bind": inside, "mode": "ro"}
         config: dict[str, Any] = {
             "image": self.image,
@@ -155,8 +180,10 @@ class DockerSandbox(Sandbox):
             "security_opt": ["no-new-privileges"],
             "pids_limit": self.limits["pids_limit"],
             "labels": {LABEL: "1", OWNER_LABEL: owner_label(), "kernel-agent.workspace": self.host_workspace},
-            "device_requests": gpu_device_requests(self.gpus),
+            "device_requests": self.gpu_plan.device_requests,
         }
+        if self.gpu_plan.devices:
+            config["devices"] = list(self.gpu_plan.devices)
         if self.limits["mem_limit"] is not None:
             config["mem_limit"] = self.limits["mem_limit"]
             config["memswap_limit"] = self.limits["mem_limit"]  # equal: no swap
@@ -181,8 +208,11 @@ class DockerSandbox(Sandbox):
                 with contextlib.suppress(docker.errors.APIError):
                     container.remove(force=True)
             hint = ""
-            if self.gpus and "device driver" in str(exc):
-                hint = "; install the NVIDIA Container Toolkit on the Docker host, or pass gpus=None"
+            if self.gpu_plan.mode == "nvidia-runtime" and "device driver" in str(exc):
+                hint = (
+                    "; install the NVIDIA Container Toolkit on the Docker host, or pass gpus=None "
+                    "(or gpu_mode='devices' / KERNEL_AGENT_DOCKER_GPU_MODE=devices: map the host's GPU nodes)"
+                )
             raise SandboxError(
                 f"docker sandbox: cannot start a container of {self.image}: {exc}{hint}"
             ) from exc
@@ -213,10 +243,12 @@ class DockerSandbox(Sandbox):
         if self.user.split(":")[0] != "0":
             # A new volume belongs to root; hand it to the sandbox user once (a helper container
             # that keeps CAP_CHOWN, since the sandbox itself has no capabilities).
+            volumes = {host: {"bind": inside, "mode": "ro"} for host, inside in self._stack_mounts().items()}
+            volumes[self.cache_volume] = {"bind": self.cache_path, "mode": "rw"}
             self.client.containers.run(
                 self.image,
                 ["chown", self.user, self.cache_path],
-                volumes={self.cache_volume: {"bind": self.cache_path, "mode": "rw"}},
+                volumes=volumes,
                 network_mode="none",
                 remove=True,
             )
@@ -374,7 +406,8 @@ class DockerSandbox(Sandbox):
     @property
     def capabilities(self) -> Capabilities:
         # The container's user may not be the host's (`user`), and what a build depends on is the image.
-        return Capabilities(pinned_gpus=pinned_gpu_ids(self.gpus), runtime_identity=self.image)
+        identity = self.image if self.host_stack is None else f"{self.image} ({self.host_stack.description})"
+        return Capabilities(pinned_gpus=pinned_gpu_ids(self.gpus), runtime_identity=identity)
 
     def isolation(self) -> Isolation:
         notes = [
@@ -383,6 +416,13 @@ class DockerSandbox(Sandbox):
         ]
         if not self._keepalive:
             notes.append("orphan reaping off: the init's children could not be read")
+        if self.host_stack is not None:
+            notes.append(
+                f"host-stack image: {self.host_stack.description}; read-only from the host: "
+                + ", ".join(sorted(self.host_stack.mounts.values()))
+            )
+        notes.append(f"GPU mode {self.gpu_plan.mode}: {self.gpu_plan.reason}")
+        notes += self.gpu_plan.notes
         mem = self.limits["mem_limit"]
         return Isolation(
             backend="docker",
@@ -391,11 +431,20 @@ class DockerSandbox(Sandbox):
             processes=f"pids_limit={self.limits['pids_limit']}",
             memory=f"mem_limit={mem} (no swap)" if mem is not None else None,
             host_processes_hidden="container pid namespace",
-            gpus=f"device request {self.gpus}" if self.gpus else None,
+            gpus=self._gpu_line(),
             env="only the sandbox's own variables and " + ", ".join(PASSED_ENV),
             output_cap_bytes=self.output_cap,
             notes=[*notes, "cap_drop=ALL, no-new-privileges"],
         )
+
+    def _gpu_line(self) -> str | None:
+        plan = self.gpu_plan
+        if plan.mode == "nvidia-runtime":
+            return f"device request {plan.gpus} (nvidia runtime)"
+        if plan.mode == "host-devices":
+            nodes = ", ".join(device.split(":")[1] for device in plan.devices)
+            return f"host devices {nodes} (GPUs {plan.gpus}; no nvidia runtime), driver libraries read-only"
+        return None
 
 
 @atexit.register

@@ -123,7 +123,7 @@ def test_gpus_auto_follows_the_daemons_nvidia_runtime(tmp_path: Path) -> None:
     with_nvidia = run_request(tmp_path, runtimes={"nvidia": {}, "runc": {}})
     assert with_nvidia["device_requests"][0]["Count"] == -1
     assert run_request(tmp_path)["device_requests"] == []
-    one = run_request(tmp_path, gpus="1")
+    one = run_request(tmp_path, gpus="1", gpu_mode="runtime")  # no runtime: the daemon refuses it
     assert one["device_requests"][0]["DeviceIDs"] == ["1"]
 
 
@@ -173,7 +173,7 @@ def test_gpu_request_without_nvidia_runtime_fails_clearly(
         pytest.skip("this daemon has the nvidia runtime")
     before = {c.id for c in docker_client.containers.list(all=True)}
     with pytest.raises(SandboxError, match="NVIDIA Container Toolkit"):
-        open_real(tmp_path, docker_client, test_image, gpus="all")
+        open_real(tmp_path, docker_client, test_image, gpus="all", gpu_mode="runtime")
     assert {c.id for c in docker_client.containers.list(all=True)} <= before  # nothing left behind
 
 
