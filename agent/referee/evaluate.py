@@ -219,6 +219,7 @@ def judge_compiled(
             )
             return done("referee_error", result.failure.message)
         baselines.resolve(judged)
+        result.inputs_built_on = judged.get("inputs_built_on", "")
         verdict, reason = _conclude(
             result, cand, judged, run, tolerances, trials, baselines, solution, record_problems
         )

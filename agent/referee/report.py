@@ -101,6 +101,11 @@ def verdict_table(result: EvalResult) -> Table:
     table.add_row("compile", result.compile.feedback().splitlines()[0])
     if result.device is not None:
         table.add_row("device", f"{result.device.name} (torch {result.device.torch})")
+    if result.inputs_built_on == "cpu":
+        table.add_row(
+            "inputs",
+            "made on the CPU by the task's get_inputs() and moved (it does not follow the default device)",
+        )
     if result.correctness is not None:
         c = result.correctness
         worst = max(

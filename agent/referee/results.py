@@ -251,6 +251,11 @@ class EvalResult(BaseModel):
     failure: FailureReport | None = None
     device: DeviceInfo | None = None
     stage_times: StageTimes = Field(default_factory=StageTimes)
+    inputs_built_on: str = Field(
+        default="",
+        description="where the task's get_inputs() made its tensors: the GPU (cuda), or cpu when it "
+        "cannot follow the default device (numpy, an explicit device) and they were moved",
+    )
 
     @property
     def passed(self) -> bool:

@@ -105,8 +105,10 @@ def _judge(spec: JudgeSpec, result: JudgeResult, gate: GpuGate | None) -> None:
         inputs = seeded_call(get_inputs, seed, device)
         input_checksums = [checksum(t) for t in tensors_in(inputs)]
         if trial["index"] == 0:
-            again = seeded_call(get_inputs, seed, device)
+            made_on: list[str] = []
+            again = seeded_call(get_inputs, seed, device, made_on=made_on)
             result["inputs_reproducible"] = input_checksums == [checksum(t) for t in tensors_in(again)]
+            result["inputs_built_on"] = made_on[0]
             del again
         judged: JudgedTrial = {
             "index": trial["index"],

@@ -591,6 +591,7 @@ class JudgeResult(TypedDict):
     state_checksum: NotRequired[str]
     trials: NotRequired[list[JudgedTrial]]
     inputs_reproducible: NotRequired[bool]
+    inputs_built_on: NotRequired[str]  # "cuda", or "cpu" when get_inputs() makes them there (moved)
     rechecks: NotRequired[list[JudgedRecheck]]
     baselines: NotRequired[JudgeBaselines]  # empty when a check failed: nothing worth timing
     bandwidth_gbps: NotRequired[float | None]

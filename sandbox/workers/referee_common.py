@@ -74,11 +74,18 @@ def to_device(value: Any, device: str) -> Any:
     return value
 
 
-def seeded_call(fn: Callable[[], Any], seed: int, device: str) -> list[Any]:
-    """`fn()` with every RNG seeded and factory functions defaulting to `device`."""
+def seeded_call(
+    fn: Callable[[], Any], seed: int, device: str, *, made_on: list[str] | None = None
+) -> list[Any]:
+    """`fn()` with every RNG seeded and factory functions defaulting to `device`: a task's
+    `torch.rand(...)` is made on the GPU, by the GPU's generator. Tensors made elsewhere (numpy, an
+    explicit `device="cpu"`) are moved; `made_on` gets "cpu" for them, else the device's type."""
     seed_everything(seed)
     with torch.device(device):
         values = list(fn())
+    if made_on is not None:
+        wanted = torch.device(device).type
+        made_on.append("cpu" if any(t.device.type != wanted for t in tensors_in(values)) else wanted)
     return [to_device(v, device) for v in values]
 
 
