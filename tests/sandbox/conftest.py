@@ -1,6 +1,6 @@
 """Sandboxes for the contract suite: every test taking `sandbox` or `make_sandbox` runs once per
 backend. Docker runs are marked `docker` and skip with the reason when no daemon answers or the
-test image cannot be built."""
+test image cannot be built ($KERNEL_AGENT_TEST_IMAGE names one to use instead)."""
 
 from __future__ import annotations
 
@@ -57,10 +57,28 @@ def docker_client() -> Any:
 
 @pytest.fixture(scope="session")
 def test_image(docker_client: Any) -> str:
+    """The debootstrap test image, or $KERNEL_AGENT_TEST_IMAGE where debootstrap cannot reach a
+    mirror (a host-stack image from `agent sandbox build --host-stack`, say, on a GPU machine)."""
+    given = os.environ.get("KERNEL_AGENT_TEST_IMAGE")
+    if given:
+        try:
+            docker_client.images.get(given)
+        except Exception as exc:  # not there, or the daemon cannot say: skip, naming it
+            pytest.skip(f"KERNEL_AGENT_TEST_IMAGE={given} is not on this daemon ({exc})")
+        return given
     try:
         return ensure_test_image(docker_client)
     except ImageUnavailable as exc:
         pytest.skip(f"cannot build the Docker test image: {exc}")
+
+
+def raw_volumes(client: Any, image: str) -> dict[str, dict[str, str]]:
+    """For containers a test starts itself: what a host-stack image borrows (nothing for the
+    debootstrap image), so that `sleep` and the rest exist in them."""
+    from sandbox.image import host_stack_of
+
+    stack = host_stack_of(client.images.get(image).labels)
+    return {host: {"bind": inside, "mode": "ro"} for host, inside in (stack.mounts if stack else {}).items()}
 
 
 def docker_options(image: str, client: Any) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from sandbox.docker_host import (
     owner_label,
     remove_leftover_containers,
 )
-from tests.sandbox.conftest import TEST_CACHE_VOLUME, docker_options
+from tests.sandbox.conftest import TEST_CACHE_VOLUME, docker_options, raw_volumes
 
 # -- request shape, no daemon ------------------------------------------------------------------------
 
@@ -210,6 +210,7 @@ def test_leftovers_of_dead_owners_are_removed(tmp_path: Path, docker_client: Any
             detach=True,
             network_mode="none",
             labels={LABEL: "1", OWNER_LABEL: owner},
+            volumes=raw_volumes(docker_client, test_image),
         ).id
         for name, owner in owners.items()
     }
