@@ -194,7 +194,10 @@ def test_kernelbench_single_file_solution_builds_and_breaks_clearly(tmp_path: Pa
     assert not result.ok
     # Named where the model wrote it: the line of the solution, not of torch's generated cuda.cu.
     assert result.errors and result.errors[0].file == good.name
-    assert result.errors[0].line == SINGLE_FILE.splitlines().index("    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;") + 1
+    assert (
+        result.errors[0].line
+        == SINGLE_FILE.splitlines().index("    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;") + 1
+    )
     assert 'identifier "q" is undefined' in result.errors[0].message
     assert "cuda.cu:" in result.errors[0].context
     assert json.loads(result.model_dump_json())["solution_kind"] == "single_file"
@@ -223,7 +226,12 @@ def test_the_build_worker_gives_way_to_timings(tmp_path: Path) -> None:
     from sandbox.base import WORKERS_DIR
     from sandbox.workers.build import BUILD_NICENESS
 
-    spec = {"kind": "single_file", "solution": str(tmp_path / "missing.py"), "build_dir": str(tmp_path)}
+    spec = {
+        "kind": "single_file",
+        "solution": str(tmp_path / "missing.py"),
+        "build_dir": str(tmp_path),
+        "cache_dir": str(tmp_path / "cache"),
+    }
     done = subprocess.run(
         [sys.executable, "-I", str(WORKERS_DIR / "build.py"), json.dumps(spec)],
         capture_output=True,

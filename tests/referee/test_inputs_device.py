@@ -11,7 +11,7 @@ import torch
 from sandbox.base import WORKERS_DIR
 
 sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
-from referee_common import seeded_call  # noqa: E402
+from referee_common import seeded_call
 
 # The meta device stands in for the GPU here: a factory that follows the default device lands
 # on it, anything else does not.
@@ -26,7 +26,9 @@ def test_torch_factories_follow_the_default_device() -> None:
 
 def test_inputs_made_elsewhere_are_moved_and_named() -> None:
     made_on: list[str] = []
-    values = seeded_call(lambda: [torch.from_numpy(np.ones(3, dtype=np.float32)), 7], 0, DEVICE, made_on=made_on)
+    values = seeded_call(
+        lambda: [torch.from_numpy(np.ones(3, dtype=np.float32)), 7], 0, DEVICE, made_on=made_on
+    )
     assert values[0].device.type == "meta" and values[1] == 7 and made_on == ["cpu"]
     explicit: list[str] = []
     seeded_call(lambda: [torch.zeros(2, device="cpu")], 0, DEVICE, made_on=explicit)

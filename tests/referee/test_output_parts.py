@@ -12,8 +12,8 @@ import torch
 from sandbox.base import WORKERS_DIR
 
 sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
-import candidate_trials  # noqa: E402
-import judge  # noqa: E402
+import candidate_trials
+import judge
 
 
 @pytest.fixture
@@ -35,7 +35,10 @@ def test_a_large_output_is_saved_in_parts_and_joined_bit_for_bit(tmp_path: Path,
     items = torch.load(path, weights_only=True)["items"]
     assert items[0] == {"parts": 3, "shape": [5, 7]}
     assert torch.equal(items[1], small) and items[2] == 2.5
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["trial_0.pt", *(f"trial_0.pt.0.{k}" for k in range(3))]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "trial_0.pt",
+        *(f"trial_0.pt.0.{k}" for k in range(3)),
+    ]
     joined = judge._joined_parts(str(path), 0, items[0], torch.device("cpu"))
     assert isinstance(joined, torch.Tensor) and torch.equal(joined, big)
 
@@ -68,7 +71,9 @@ def test_outputs_that_do_not_fit_on_the_disk_are_the_referees_limit_said_with_si
     monkeypatch.setattr(shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(100, 100, 10))
     with pytest.raises(candidate_trials.StageFailure) as caught:
         saved(tmp_path, torch.randn(4, 4))
-    assert caught.value.kind == "referee_capacity" and "do not fit in the 0.00 GB free" in caught.value.message
+    assert (
+        caught.value.kind == "referee_capacity" and "do not fit in the 0.00 GB free" in caught.value.message
+    )
     failure = {"stage": caught.value.stage, "kind": caught.value.kind, "message": caught.value.message}
     run = CandidateRun(result=ExecResult(returncode=1), record={"failure": failure})  # type: ignore[typeddict-item]
     verdict, report = candidate_failure(run, timeout=60)

@@ -65,7 +65,9 @@ def test_local_capabilities(tmp_path: Path) -> None:
 
 
 def test_docker_capabilities(tmp_path: Path) -> None:
-    box = DockerSandbox(workspace=tmp_path, image="some/image:1", client=FakeClient(), gpus="0,1")
+    box = DockerSandbox(
+        workspace=tmp_path, image="some/image:1", client=FakeClient(), gpus="0,1", gpu_mode="runtime"
+    )
     try:
         assert box.capabilities == Capabilities(pinned_gpus=("0", "1"), runtime_identity="some/image:1")
     finally:
