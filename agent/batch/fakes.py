@@ -138,14 +138,7 @@ def fake_result(
             speedup_vs_compile=_speedup("compile", spec.get("speedup_compile")),
         )
     return EvalResult(
-        task=TaskRef(
-            name=task.name,
-            key=task.key,
-            sha256=task.sha256,
-            path=str(task.path),
-            level=task.level,
-            problem_id=task.problem_id,
-        ),
+        task=TaskRef.of(task),
         solution=SolutionRef(
             kind=compiled.solution_kind, content_hash=compiled.content_hash, path=str(job.solution)
         ),

@@ -110,14 +110,7 @@ def judge_compiled(
     compile_mode = options.baseline_compile_mode()
     timing = options.timing or TimingConfig()
     result = EvalResult(
-        task=TaskRef(
-            name=task.name,
-            key=task.key,
-            sha256=task.sha256,
-            path=str(task.path),
-            level=task.level,
-            problem_id=task.problem_id,
-        ),
+        task=TaskRef.of(task),
         solution=SolutionRef(
             kind=solution.kind, content_hash=compiled.content_hash, path=str(solution.entry)
         ),

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
 from agent.build.compile import CompileResult
 from agent.referee.policy import TolerancePolicy
+
+if TYPE_CHECKING:
+    from agent.tasks import Task
 
 Verdict = Literal[
     "correct",
@@ -28,6 +31,17 @@ class TaskRef(BaseModel):
     path: str
     level: int | None = None
     problem_id: int | None = None
+
+    @classmethod
+    def of(cls, task: Task) -> TaskRef:
+        return cls(
+            name=task.name,
+            key=task.key,
+            sha256=task.sha256,
+            path=str(task.path),
+            level=task.level,
+            problem_id=task.problem_id,
+        )
 
 
 class SolutionRef(BaseModel):

@@ -53,14 +53,7 @@ class FakeVerdictReferee:
                 flags=[Flag(code=code, message=f"fake {code}") for code in self.flags],
             )
         return EvalResult(
-            task=TaskRef(
-                name=task.name,
-                key=task.key,
-                sha256=task.sha256,
-                path=str(task.path),
-                level=task.level,
-                problem_id=task.problem_id,
-            ),
+            task=TaskRef.of(task),
             solution=SolutionRef(
                 kind="workspace", content_hash=workspace.content_hash(), path=str(workspace.root)
             ),
