@@ -16,7 +16,9 @@ import pytest
 from agent.build.compile import compile_solution
 from agent.workspace import SingleFileSolution
 from sandbox.base import WORKERS_DIR, open_sandbox
-from sandbox.workers import inline_build
+
+sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
+from sandbox.workers import inline_build  # noqa: E402
 
 # What LLM generations for KernelBench look like: torch/extension.h in the CUDA source too.
 GENERATION = '''
