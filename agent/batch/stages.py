@@ -58,6 +58,7 @@ def evaluation_stages(result: dict[str, Any]) -> dict[str, float]:
     seconds: dict[str, float] = dict.fromkeys(GROUPS, 0.0)
     seconds["build"] = float(times.get("compile_s") or 0.0)
     seconds["judge"] = float(times.get("judge_s") or 0.0)
+    seconds["GPU wait"] += float(times.get("memory_wait_s") or 0.0)  # for its share of the GPU's memory
     stages = times.get("candidate_stages") or {}
     for name, value in stages.items():
         seconds[group_of(name)] += float(value)

@@ -45,6 +45,7 @@ from agent.tasks import Task, load_task
 from agent.workspace import EXTENSION_NAME, MODEL_ENTRY, Solution, Workspace, materialize
 from sandbox.base import Sandbox, open_sandbox
 from sandbox.paths import gpu_gate_dir
+from sandbox.workers import gpu_handoff, gpu_memory
 from sandbox.workers.gpu_gate import GpuGate, gate_path, physical_gate_path
 from sandbox.workers.protocol import CandidateRecord, JudgeResult
 from sandbox.workers.timing import TIMING_VERSION, TimingConfig
@@ -52,6 +53,8 @@ from sandbox.workers.timing import TIMING_VERSION, TimingConfig
 RECHECKS = 2  # timed calls whose outputs the judge rechecks
 PROFILE_CALLS = 5
 GPU_TEARDOWN_GRACE_S = 3.0
+GPU_MEMORY_BUDGET = 0.92  # of the GPU's memory, shared out among the evaluations on it (gpu_memory)
+CONTEXTS_BYTES = 3 << 29  # the candidate's and the judge's CUDA contexts and workspaces
 
 
 @functools.cache
@@ -136,15 +139,28 @@ def judge_compiled(
             "compiled; verify and profile need a CUDA GPU and none is visible here "
             "(torch.cuda.is_available() is False)",
         )
-    seeds = Seeds.fresh(trials)
-    exchange = open_exchange(solution, sandbox)
-    judge = JudgeProcess()
     gate = _gate_file(options.gpu_gate, sandbox, device)
+    memory = _claim_memory(gate, task, options.run_timeout_s)
+    result.stage_times.memory_wait_s = memory.waited_s if memory is not None else 0.0
+    if memory is not None and not memory.held:
+        return done(
+            "referee_error",
+            f"waited {memory.waited_s:.0f}s for {memory.units} of {gpu_memory.UNITS} parts of the GPU's memory "
+            "(other evaluations held them): not the candidate's fault, evaluate it again",
+        )
+    seeds = Seeds.fresh(trials)
     inner_gate, outer_gate = gate_holders(gate, sees_gates=sandbox.capabilities.sees_gpu_gates)
+    exchange = judge = None
     try:
+        exchange = open_exchange(solution, sandbox)
+        handoff = gpu_handoff.listen(str(exchange.host_dir)) if device.startswith("cuda") else None
+        judge = JudgeProcess(handoff=handoff, device=device)
         spec = _task_spec(task, device, seeds) | {
             "solution": _solution_spec(solution, compiled, sandbox),
             "exchange_dir": exchange.box_dir,
+            "handoff_socket": f"{exchange.box_dir}/{gpu_handoff.SOCKET_NAME}"
+            if handoff is not None
+            else None,
             "policy": policy,
             "profile": profile,
             "timing": timing.to_dict(),
@@ -218,8 +234,12 @@ def judge_compiled(
         )
         return done(verdict, reason)
     finally:
-        judge.abandon()
-        exchange.cleanup()
+        if judge is not None:
+            judge.abandon()
+        if exchange is not None:
+            exchange.cleanup()
+        if memory is not None:
+            memory.release()  # last: the judge's process and its memory are gone
 
 
 def _conclude(
@@ -303,6 +323,36 @@ def _gate_file(option: GateOption, sandbox: Sandbox, device: str) -> str | None:
     for name in (path, path.with_name(path.name + ".turn")):
         name.touch(exist_ok=True)
     return str(path)
+
+
+def _claim_memory(gate: str | None, task: Task, timeout: float) -> gpu_memory.MemoryClaim | None:
+    """This evaluation's share of the GPU's memory (gpu_memory), waited for; None without a gate
+    (the caller keeps the GPU to itself)."""
+    if gate is None:
+        return None
+    budget = int(GPU_MEMORY_BUDGET * gpu_memory_bytes())
+    claim = gpu_memory.MemoryClaim(gate, gpu_memory.units_for(memory_need(task), budget))
+    claim.acquire(timeout)
+    return claim
+
+
+def memory_need(task: Task) -> int:
+    """A generous guess of an evaluation's peak GPU memory, from the task's input spec: the
+    candidate's inputs, pristine copy, poisoned reserve and output snapshots, the outputs it hands
+    to the judge (taken as large as the inputs, as in elementwise tasks) and the judge's own copies
+    beside them, the model's state three times, and the two CUDA contexts."""
+    if task.spec is None:
+        return CONTEXTS_BYTES
+    inputs = sum(arg.nbytes for arg in task.spec.inputs)
+    state = 4 * (task.spec.parameters + task.spec.buffers)
+    return 13 * inputs + 3 * state + CONTEXTS_BYTES
+
+
+@functools.cache
+def gpu_memory_bytes() -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
 
 
 def gate_holders(gate: str | None, *, sees_gates: bool) -> tuple[str | None, str | None]:

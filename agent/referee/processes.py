@@ -21,6 +21,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -164,21 +165,37 @@ class JudgeProcess:
     """The trusted judge, started early so that `import torch` overlaps the candidate's run; it
     waits for its spec on stdin and touches no GPU before it gets it."""
 
-    def __init__(self, env_overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        env_overrides: dict[str, str] | None = None,
+        *,
+        handoff: socket.socket | None = None,
+        device: str = "",
+    ) -> None:
+        """`handoff`: the listening socket of the exchange folder (gpu_handoff.listen); the judge
+        inherits it and takes the candidate's GPU outputs on it from its start. Closed here."""
         env = dict(os.environ)
         inductor = cache_dir() / "referee" / "inductor"  # the harness's state: no sandbox writes here
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor))
         env.setdefault("TRITON_CACHE_DIR", str(inductor / "triton"))
         env.update(env_overrides or {})
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", str(WORKERS_DIR / "judge.py")],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env=env,
-        )
+        args = [sys.executable, "-I", str(WORKERS_DIR / "judge.py")]
+        if handoff is not None:
+            args += ["--handoff-fd", str(handoff.fileno()), "--device", device]
+        try:
+            self.proc = subprocess.Popen(
+                args,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=env,
+                pass_fds=(handoff.fileno(),) if handoff is not None else (),
+            )
+        finally:
+            if handoff is not None:
+                handoff.close()
 
     def run(
         self,

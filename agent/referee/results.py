@@ -245,6 +245,10 @@ class StageTimes(BaseModel):
     candidate_s: float = 0.0
     judge_s: float = 0.0
     total_s: float = 0.0
+    memory_wait_s: float = Field(
+        default=0.0,
+        description="waiting for the GPU memory the evaluation claims (other evaluations held it)",
+    )
     candidate_stages: dict[str, float] = Field(
         default_factory=dict,
         description="seconds per stage of the candidate worker, by its supervisor's clock",

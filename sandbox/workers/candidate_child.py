@@ -98,6 +98,7 @@ def run(spec: CandidateRequest, body: CandidateRecord, link: SupervisorLink) -> 
     import guard_identity
     import torch
     from candidate_trials import SupervisedTiming, profile_kernels, run_trials, time_candidate
+    from gpu_handoff import HandoffSender
     from referee_common import StageFailure, build_reference, load_task_module, seeded_call, state_checksum
 
     device = spec["device"]
@@ -142,19 +143,23 @@ def run(spec: CandidateRequest, body: CandidateRecord, link: SupervisorLink) -> 
         )
     del state
 
-    signature = run_trials(spec, body, link.stage, model, get_inputs)
+    sender = HandoffSender(spec.get("handoff_socket"), device)
+    signature = run_trials(spec, body, link.stage, model, get_inputs, sender)
     changed = guard_identity.changed(identities, namespace)
     body["identity_changed"] = changed
     if spec["profile"]:
         link.stage("waiting for the GPU (exclusive, to time)")
         link.request("exclusive")
         link.stage("timing")
-        time_candidate(spec, body, model, get_inputs, signature, SupervisedTiming(link, spec, _urandom))
+        timing = SupervisedTiming(link, spec, _urandom, sender)
+        time_candidate(spec, body, model, get_inputs, signature, timing)
         link.stage("profile")
         profile_kernels(spec, body, model, get_inputs, _urandom)
         link.request("exclusive_done")
         moved = guard_identity.changed(identities, namespace)
         body["identity_changed"] = sorted({*changed, *moved})
+    sender.close()
+    body["handoff"] = {"gpu_outputs": sender.sent, "problem": sender.problem}
     flags_after = _global_flags()
     body["flags_changed"] = {
         k: (v, flags_after.get(k)) for k, v in flags_before.items() if flags_after.get(k) != v

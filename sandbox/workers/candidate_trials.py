@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+from gpu_handoff import HandoffSender
 from op_policy import FORWARD_LABEL, make_recorder, ops_under
 from protocol import derive_seed
 from referee_common import (
@@ -42,6 +43,7 @@ POISON_RESERVE_BYTES = 256 * 1024 * 1024
 POISON_HEADROOM = 512 * 1024 * 1024  # left free for the candidate's own first allocations
 PART_BYTES = 1 << 30  # outputs larger than this cross to the judge in parts (save_outputs)
 DISK_MARGIN_BYTES = 1 << 30
+PROFILE_INPUT_BYTES = 2 << 30  # the profile's inputs for all its calls together, at most
 POISON_BYTE = 0xFF  # all-ones: NaN in every floating dtype (a float32 NaN read as float16 is half zeros)
 
 
@@ -95,14 +97,26 @@ def poison_allocator(device: str, hint_bytes: int) -> tuple[int, int]:
     return reserve, hint_bytes
 
 
-def save_outputs(path: str, structure: str, leaves: list[Any], snapshots: list[Any]) -> None:
-    """The outputs for the judge. A tensor over PART_BYTES goes to files of its own, `PATH.L.K`
-    for leaf L, part K (the judge derives the names): KernelBench's full-size outputs are 6-8 GB,
-    past what the sandbox lets one file grow to, and one copy of them on the host at a time is enough."""
-    _check_room(path, sum(s.numel() * s.element_size() for s in snapshots if s is not None))
+def save_outputs(
+    path: str, structure: str, leaves: list[Any], snapshots: list[Any], sender: HandoffSender
+) -> None:
+    """The outputs for the judge. A large CUDA tensor goes to it on the GPU (gpu_handoff); the
+    rest to the file at `path`, and a tensor over PART_BYTES that could not go on the GPU to files
+    of its own, `PATH.L.K` for leaf L, part K (the judge derives the names): KernelBench's
+    full-size outputs are 6-8 GB, past what the sandbox lets one file grow to."""
+    name = os.path.basename(path)
+    handed = {i for i, snap in enumerate(snapshots) if snap is not None and sender.send(name, i, snap)}
+    _check_room(
+        path,
+        sum(
+            s.numel() * s.element_size() for i, s in enumerate(snapshots) if s is not None and i not in handed
+        ),
+    )
     items: list[Any] = []
     for index, (leaf, snap) in enumerate(zip(leaves, snapshots, strict=True)):
-        if snap is not None and snap.numel() * snap.element_size() > PART_BYTES:
+        if index in handed:
+            items.append({"gpu": True, "shape": list(snap.shape)})
+        elif snap is not None and snap.numel() * snap.element_size() > PART_BYTES:
             flat = snap.detach().reshape(-1)
             pieces = flat.split(max(1, PART_BYTES // flat.element_size()))
             for part, piece in enumerate(pieces):
@@ -155,6 +169,7 @@ def run_trials(
     stage: Callable[[str], None],
     model: torch.nn.Module,
     get_inputs: Any,
+    sender: HandoffSender,
 ) -> Signature:
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -183,7 +198,7 @@ def run_trials(
             call_ms = (time.perf_counter() - start) * 1e3
         profiler_ops.update(ops_under(prof.events(), FORWARD_LABEL))
         file = f"trial_{index}.pt"
-        save_outputs(os.path.join(spec["exchange_dir"], file), structure, leaves, snapshots)
+        save_outputs(os.path.join(spec["exchange_dir"], file), structure, leaves, snapshots, sender)
         body["trials"].append(
             {
                 "index": index,
@@ -229,9 +244,10 @@ class SupervisedTiming(TimedSession):
     when the window opens and the outputs to recheck are named when it closes, so nothing in this
     process can know either in advance. Outputs of the named calls are saved for the judge."""
 
-    def __init__(self, link: Any, spec: CandidateSpec, urandom: Any) -> None:
+    def __init__(self, link: Any, spec: CandidateSpec, urandom: Any, sender: HandoffSender) -> None:
         super().__init__()
         self.link = link
+        self.sender = sender
         self.exchange_dir = spec["exchange_dir"]
         self._urandom = urandom
         self.base_seed: int | None = None
@@ -261,7 +277,7 @@ class SupervisedTiming(TimedSession):
             structure, leaves = flatten_outputs(kept[index])
             snapshots = [leaf if type(leaf) is torch.Tensor else None for leaf in leaves]
             file = f"recheck_{len(self.rechecks)}.pt"
-            save_outputs(os.path.join(self.exchange_dir, file), structure, leaves, snapshots)
+            save_outputs(os.path.join(self.exchange_dir, file), structure, leaves, snapshots, self.sender)
             self.rechecks.append(
                 {
                     "index": index,
@@ -317,13 +333,17 @@ def profile_kernels(
         body["profile_error"] = "no GPU: the per-kernel breakdown needs CUDA"
         return
     calls = int(spec.get("profile_calls", 5))
-    batches = [seeded_call(get_inputs, _fresh_seed(urandom), device) for _ in range(calls)]
+    first = seeded_call(get_inputs, _fresh_seed(urandom), device)
+    # Fresh inputs per call keep caches honest; past L2's size they cannot help, and KernelBench's
+    # full-size inputs (6-17 GB) would need five times the memory: then one set serves every call.
+    distinct = calls if nbytes(first) * calls <= PROFILE_INPUT_BYTES else 1
+    batches = [first] + [seeded_call(get_inputs, _fresh_seed(urandom), device) for _ in range(distinct - 1)]
     torch.cuda.synchronize()
     try:
         with torch.no_grad(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for inputs in batches:
+            for call in range(calls):
                 with record_function(FORWARD_LABEL):
-                    model(*inputs)
+                    model(*batches[call % distinct])
             torch.cuda.synchronize()
         events = prof.events() or []
     except Exception as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import socket
 import sys
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch
 from compare import compare_tensors, compare_values, tolerance_for
 from gpu_gate import GpuGate, open_gate
+from gpu_handoff import HandedOver, HandoffReceiver
 from protocol import (
     BaselineError,
     DiffRecord,
@@ -38,6 +40,7 @@ from protocol import (
     stdout_to_stderr,
 )
 from referee_common import (
+    StageFailure,
     aliased_inputs,
     build_reference,
     checksum,
@@ -57,6 +60,7 @@ from timing import TimingConfig, measure_copy_bandwidth, time_calls
 
 
 def main() -> None:
+    receiver = _receiver(sys.argv[1:])
     line = sys.stdin.readline()
     if not line.strip():
         return  # the host dropped the evaluation before sending a spec
@@ -64,31 +68,45 @@ def main() -> None:
     result: JudgeResult = {"ok": False, "failure": None}
     with stdout_to_stderr():
         try:
-            judge(spec, result)
+            judge(spec, result, receiver.finish() if receiver is not None else {})
+            if receiver is not None and receiver.notes:
+                result["handoff_notes"] = receiver.notes
             result["ok"] = True
         except BaseException as exc:
             message, tb = describe_error(exc)
             result["failure"] = {
                 "stage": "judge",
-                "kind": classify_error(exc),
+                "kind": exc.kind if isinstance(exc, StageFailure) else classify_error(exc),
                 "message": message,
                 "traceback": tb,
             }
     emit(result)
 
 
-def judge(spec: JudgeSpec, result: JudgeResult) -> None:
+def _receiver(argv: list[str]) -> HandoffReceiver | None:
+    """`--handoff-fd FD --device DEV`: the listening socket the host bound in the exchange folder
+    before the candidate started; outputs handed over on the GPU arrive there from now on."""
+    if "--handoff-fd" not in argv:
+        return None
+    fd = int(argv[argv.index("--handoff-fd") + 1])
+    device = argv[argv.index("--device") + 1] if "--device" in argv else "cuda"
+    receiver = HandoffReceiver(device)
+    receiver.serve(socket.socket(fileno=fd))
+    return receiver
+
+
+def judge(spec: JudgeSpec, result: JudgeResult, received: HandedOver) -> None:
     gate = open_gate(spec.get("gpu_gate"))  # shared to compare, exclusive to time
     try:
         if gate is not None:
             gate.hold("shared")
-        _judge(spec, result, gate)
+        _judge(spec, result, gate, received)
     finally:
         if gate is not None:
             gate.close()
 
 
-def _judge(spec: JudgeSpec, result: JudgeResult, gate: GpuGate | None) -> None:
+def _judge(spec: JudgeSpec, result: JudgeResult, gate: GpuGate | None, received: HandedOver) -> None:
     device = spec["device"]
     result["device"] = _device_info(device)
     namespace = load_task_module(spec["task_source"], spec["task_filename"])
@@ -113,7 +131,7 @@ def _judge(spec: JudgeSpec, result: JudgeResult, gate: GpuGate | None) -> None:
         judged: JudgedTrial = {
             "index": trial["index"],
             "input_checksums": input_checksums,
-            **_reference_and_diffs(model, inputs, spec, trial["file"], tolerances),
+            **_reference_and_diffs(model, inputs, spec, trial["file"], tolerances, received),
         }
         trials.append(judged)
         del inputs
@@ -125,7 +143,7 @@ def _judge(spec: JudgeSpec, result: JudgeResult, gate: GpuGate | None) -> None:
         rechecked: JudgedRecheck = {
             "index": recheck["index"],
             "seed": recheck["seed"],
-            **_reference_and_diffs(model, inputs, spec, recheck["file"], tolerances),
+            **_reference_and_diffs(model, inputs, spec, recheck["file"], tolerances, received),
         }
         rechecks.append(rechecked)
         del inputs
@@ -141,7 +159,12 @@ def _judge(spec: JudgeSpec, result: JudgeResult, gate: GpuGate | None) -> None:
 
 
 def _reference_and_diffs(
-    model: torch.nn.Module, inputs: list, spec: JudgeSpec, file: str, tolerances: Tolerances
+    model: torch.nn.Module,
+    inputs: list,
+    spec: JudgeSpec,
+    file: str,
+    tolerances: Tolerances,
+    received: HandedOver,
 ) -> ReferenceOutputs:
     device = spec["device"]
     pristine = clone_tree(inputs)
@@ -162,12 +185,12 @@ def _reference_and_diffs(
         ),
         "input_bytes": nbytes(pristine),
         "output_bytes": nbytes(leaves),
-        "diffs": _diffs(spec, file, structure, leaves, tolerances),
+        "diffs": _diffs(spec, file, structure, leaves, tolerances, received),
     }
 
 
 def _diffs(
-    spec: JudgeSpec, file: str, structure: str, leaves: list, tolerances: Tolerances
+    spec: JudgeSpec, file: str, structure: str, leaves: list, tolerances: Tolerances, received: HandedOver
 ) -> list[DiffRecord]:
     """The candidate's outputs in `file` against the expected `leaves`, one record per leaf."""
     try:
@@ -183,7 +206,12 @@ def _diffs(
         return [{"passed": False, "problems": [problem]}]
     diffs: list[DiffRecord] = []
     for index, (want, got) in enumerate(zip(leaves, candidate["items"], strict=True)):
-        if type(want) is torch.Tensor and isinstance(got, dict):
+        if type(want) is torch.Tensor and isinstance(got, dict) and got.get("gpu") is True:
+            got = _handed_over(received, file, index)
+            if isinstance(got, str):
+                diffs.append({"passed": False, "problems": [got]})
+                continue
+        elif type(want) is torch.Tensor and isinstance(got, dict):
             got = _joined_parts(os.path.join(spec["exchange_dir"], file), index, got, want.device)
             if isinstance(got, str):
                 diffs.append({"passed": False, "problems": [got]})
@@ -200,6 +228,18 @@ def _diffs(
             atol, rtol, _ = tolerance_for(torch.float32, tolerances)
             diffs.append(compare_values(want, got, atol=atol, rtol=rtol))
     return diffs
+
+
+def _handed_over(received: HandedOver, file: str, index: int) -> torch.Tensor | str:
+    """The output the candidate handed over on the GPU (gpu_handoff), taken out of `received` so
+    its memory goes as soon as it is compared; or what is wrong with it. The judge having no room
+    for it is the referee's limit: the evaluation ends as a referee error that names the sizes."""
+    entry = received.pop((file, index), None)
+    if entry is None:
+        return "the candidate's output was not handed over on the GPU although its file says so"
+    if entry.capacity:
+        raise StageFailure("judge", "referee_capacity", entry.problem)
+    return entry.tensor if entry.tensor is not None else entry.problem
 
 
 def _joined_parts(path: str, index: int, entry: dict, device: torch.device) -> torch.Tensor | str:

@@ -356,6 +356,7 @@ class CandidateSpec(RefereeTask):
 
     solution: SolutionSpec
     exchange_dir: str  # inside the sandbox: the output files and the completion record
+    handoff_socket: NotRequired[str | None]  # inside the sandbox: where the judge takes GPU outputs
     policy: str
     profile: bool
     timing: TimingSettings
@@ -489,6 +490,7 @@ class CandidateRecord(TypedDict):
     profile_ops: NotRequired[dict[str, int]]
     flags_changed: NotRequired[dict[str, tuple[str, str | None]]]  # flag: (before, after)
     threads: NotRequired[ThreadReport]
+    handoff: NotRequired[HandoffReport]
 
 
 class SignedRecord(TypedDict):
@@ -582,6 +584,14 @@ class JudgeBaselines(TypedDict, total=False):
     compile: TimingRecord | BaselineError
 
 
+class HandoffReport(TypedDict):
+    """How the child's outputs reached the judge: how many on the GPU (gpu_handoff), and why the
+    others went to files, when they did."""
+
+    gpu_outputs: int
+    problem: str
+
+
 class JudgeResult(TypedDict):
     """judge.py's result line; the keys after `failure` appear as the judge gets that far."""
 
@@ -595,6 +605,7 @@ class JudgeResult(TypedDict):
     rechecks: NotRequired[list[JudgedRecheck]]
     baselines: NotRequired[JudgeBaselines]  # empty when a check failed: nothing worth timing
     bandwidth_gbps: NotRequired[float | None]
+    handoff_notes: NotRequired[list[str]]  # malformed or refused GPU hand-offs from the candidate
 
 
 # == tune: agent/tune -> tune_judge.py (trusted, JSON lines over pipes) and tune_worker.py =========

@@ -24,7 +24,8 @@ def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
 def saved(tmp_path: Path, *outputs: object) -> Path:
     path = tmp_path / "trial_0.pt"
     snapshots = [o.clone() if isinstance(o, torch.Tensor) else None for o in outputs]
-    candidate_trials.save_outputs(str(path), "tuple", list(outputs), snapshots)
+    no_gpu = candidate_trials.HandoffSender(None, "cpu")
+    candidate_trials.save_outputs(str(path), "tuple", list(outputs), snapshots, no_gpu)
     return path
 
 

@@ -1,0 +1,88 @@
+"""How much of one GPU's memory the evaluations on it may take at once (stdlib only).
+
+Several evaluations share a GPU (`agent batch --evals-per-gpu`), and KernelBench's full-size
+tasks need a lot of it: level 1 elementwise tasks have 6.4 GB inputs and outputs, pooling up to
+17 GB, and an evaluation holds several copies (the candidate's pristine inputs, its output
+snapshots, the outputs handed to the judge, the judge's own inputs and expected outputs). Two of
+them at once can run the GPU out of memory, which would read as the candidate's failure.
+
+So each evaluation first claims an estimate of what it needs, in units of a sixteenth of the
+GPU's budget, each unit a flock(2) file beside the GPU's gate. Claims are taken one evaluation at
+a time under an admission lock (no two can each hold half of what both need), waiting until
+enough units are free; one that needs more than the whole budget takes every unit and runs with
+the GPU to itself. Locks die with their process, so a killed evaluation frees its memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import math
+import os
+import time
+from collections.abc import Iterator
+
+UNITS = 16
+POLL_S = 0.1
+
+
+class MemoryClaim:
+    """The units one evaluation holds on one GPU until `release()`."""
+
+    def __init__(self, gate_path: str, units: int) -> None:
+        self.gate_path = gate_path
+        self.units = max(1, min(UNITS, units))
+        self.waited_s = 0.0
+        self._held: list[int] = []
+
+    def acquire(self, timeout: float) -> bool:
+        """Wait for the units; False when `timeout` passed first (nothing is held then)."""
+        started = time.monotonic()
+        while True:
+            with _locked(self.gate_path + ".mem.admit"):
+                for unit in range(UNITS):
+                    fd = _open(f"{self.gate_path}.mem.{unit}")
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        os.close(fd)
+                        continue
+                    self._held.append(fd)
+                    if len(self._held) == self.units:
+                        self.waited_s = time.monotonic() - started
+                        return True
+                self.release()
+            if time.monotonic() - started > timeout:
+                self.waited_s = time.monotonic() - started
+                return False
+            time.sleep(POLL_S)
+
+    @property
+    def held(self) -> bool:
+        return len(self._held) == self.units
+
+    def release(self) -> None:
+        for fd in self._held:
+            os.close(fd)  # closing drops the lock
+        self._held = []
+
+
+def units_for(need_bytes: int, budget_bytes: int) -> int:
+    return UNITS if budget_bytes <= 0 else math.ceil(UNITS * need_bytes / budget_bytes)
+
+
+def _open(path: str) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except PermissionError:  # a read-only view of the folder: the file must exist already
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[None]:
+    fd = _open(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -1,0 +1,85 @@
+"""Shares of one GPU's memory among the evaluations on it (sandbox/workers/gpu_memory.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from agent.referee.evaluate import memory_need
+from agent.tasks import ArgSpec, InputSpec, Task
+from sandbox.base import WORKERS_DIR
+from sandbox.workers.gpu_memory import UNITS, MemoryClaim, units_for
+
+HOLD = f"""
+import sys, time
+sys.path.insert(0, {str(WORKERS_DIR)!r})
+from gpu_memory import MemoryClaim
+claim = MemoryClaim(sys.argv[1], int(sys.argv[2]))
+assert claim.acquire(10)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def hold_in_another_process(gate: Path, units: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(gate), str(units)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_claims_share_the_units_and_wait_for_what_is_taken(tmp_path: Path) -> None:
+    gate = tmp_path / "gpu-0.lock"
+    other = hold_in_another_process(gate, 10)
+    try:
+        small = MemoryClaim(str(gate), 6)
+        assert small.acquire(timeout=1) and small.held
+        too_many = MemoryClaim(str(gate), 1)
+        assert not too_many.acquire(timeout=0.3) and not too_many.held
+        assert too_many.waited_s >= 0.3
+        small.release()
+        assert too_many.acquire(timeout=1)
+        too_many.release()
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_killed_evaluation_frees_its_units(tmp_path: Path) -> None:
+    gate = tmp_path / "gpu-0.lock"
+    other = hold_in_another_process(gate, UNITS)
+    claim = MemoryClaim(str(gate), 1)
+    assert not claim.acquire(timeout=0.2)
+    other.kill()
+    other.wait()
+    started = time.monotonic()
+    assert claim.acquire(timeout=5)
+    assert time.monotonic() - started < 1
+    claim.release()
+
+
+def test_a_claim_larger_than_the_gpu_takes_it_whole() -> None:
+    assert units_for(10 << 30, 100 << 30) == 2
+    assert MemoryClaim("x", units_for(500 << 30, 100 << 30)).units == UNITS
+    assert MemoryClaim("x", 0).units == 1
+
+
+def tensor(*shape: int) -> ArgSpec:
+    return ArgSpec(kind="tensor", shape=list(shape), dtype="float32")
+
+
+def test_the_need_grows_with_the_tasks_inputs_and_state(tmp_path: Path) -> None:
+    def task(inputs: list[ArgSpec], parameters: int = 0) -> Task:
+        spec = InputSpec(inputs=inputs, init_inputs=[], parameters=parameters)
+        return Task(path=tmp_path / "t.py", name="t", sha256="0" * 64, spec=spec)
+
+    relu = memory_need(task([tensor(4096, 393216)]))  # KernelBench level 1's elementwise size
+    small = memory_need(task([tensor(16, 1024)]))
+    assert relu > 13 * 6.4e9 and small < 2e9
+    assert memory_need(task([tensor(16, 1024)], parameters=10**9)) >= small + 3 * 4e9
+    # on an H200 two full-size elementwise evaluations never share it; several small ones do
+    budget = int(0.92 * 143e9)
+    assert 2 * units_for(relu, budget) > UNITS >= units_for(relu, budget) + 4 * units_for(small, budget)
