@@ -75,6 +75,9 @@ class InputSpec(BaseModel):
     built_on: str = Field(
         default="meta", description='"meta" (shapes only, nothing allocated) or "cpu (on meta: WHY)"'
     )
+    outputs: list[ArgSpec] | None = Field(
+        default=None, description="what forward returns, from a call on meta; None where it cannot run there"
+    )
 
     def describe(self) -> str:
         return ", ".join(arg.describe() for arg in self.inputs)

@@ -117,8 +117,15 @@ def main() -> int:
         if not built.ok:
             raise SystemExit(f"{source.name} failed to build:\n{built.feedback()}")
         ninja = next(Path(built.build_dir).glob("*/build.ninja")).read_text()
-        how = ("lean .cu" if ".lean.cu" in ninja else "full .cu") + (
-            ", PCH" if "-Winvalid-pch" in ninja else ""
+        how = ", ".join(
+            label
+            for label, present in (
+                ("lean .cu" if ".lean.cu" in ninja else "full .cu", True),
+                ("slim Functions.h", "kernel_agent_aten" in ninja),
+                ("nvcc --threads 2", "--threads 2" in ninja),
+                ("PCH", "-Winvalid-pch" in ninja),
+            )
+            if present
         )
         runs_before = compiler_runs(built.build_dir)
         own, process = import_seconds(path, built.build_dir, box, args.arch)

@@ -88,3 +88,30 @@ def test_a_folder_is_inspected_in_one_worker(tmp_path: Path) -> None:
     assert not errors
     assert sorted(t.problem_id for t in found) == list(range(1, 8))
     assert sum(t.spec is not None and t.spec.built_on == "meta" for t in found) == 6
+
+
+ROW_MAX = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.max(x, dim=1)  # values and indices
+
+
+def get_inputs():
+    return [torch.rand(4096, 393216)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_outputs_are_described_from_a_call_on_meta(tmp_path: Path) -> None:
+    task = load_task(write(tmp_path, "row_max.py", ROW_MAX))
+    assert task.spec is not None and task.spec.built_on == "meta"
+    assert [(o.shape, o.dtype) for o in task.spec.outputs or []] == [([4096], "float32"), ([4096], "int64")]
+    huge = load_task(write(tmp_path, "huge.py", HUGE))  # forward's shapes do not fit: no outputs, no error
+    assert huge.spec is not None and huge.spec.outputs is None

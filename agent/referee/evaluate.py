@@ -54,7 +54,8 @@ RECHECKS = 2  # timed calls whose outputs the judge rechecks
 PROFILE_CALLS = 5
 GPU_TEARDOWN_GRACE_S = 3.0
 GPU_MEMORY_BUDGET = 0.92  # of the GPU's memory, shared out among the evaluations on it (gpu_memory)
-CONTEXTS_BYTES = 3 << 29  # the candidate's and the judge's CUDA contexts and workspaces
+MEMORY_WAIT_S = 3600.0  # a queue behind the GPU's other evaluations (a batch's full-size level 1)
+CONTEXTS_BYTES = 3 << 30  # the two CUDA contexts, workspaces and the judge's compare chunks
 
 
 @functools.cache
@@ -140,7 +141,7 @@ def judge_compiled(
             "(torch.cuda.is_available() is False)",
         )
     gate = _gate_file(options.gpu_gate, sandbox, device)
-    memory = _claim_memory(gate, task, options.run_timeout_s)
+    memory = _claim_memory(gate, task, MEMORY_WAIT_S)
     result.stage_times.memory_wait_s = memory.waited_s if memory is not None else 0.0
     if memory is not None and not memory.held:
         return done(
@@ -337,15 +338,17 @@ def _claim_memory(gate: str | None, task: Task, timeout: float) -> gpu_memory.Me
 
 
 def memory_need(task: Task) -> int:
-    """A generous guess of an evaluation's peak GPU memory, from the task's input spec: the
-    candidate's inputs, pristine copy, poisoned reserve and output snapshots, the outputs it hands
-    to the judge (taken as large as the inputs, as in elementwise tasks) and the judge's own copies
-    beside them, the model's state three times, and the two CUDA contexts."""
+    """A generous guess of an evaluation's peak GPU memory from the task's spec, for I bytes of
+    inputs and O of outputs (as large as the inputs where forward could not run on meta): the
+    candidate's inputs, pristine copy, poisoned reserve and output snapshots (4I + 2O) beside the
+    seven outputs it hands to the judge (7O), the model's state three times, the two CUDA contexts
+    and the judge's compare chunks. A full-size level-1 ReLU: 87 GB measured on the H200, 86 here."""
     if task.spec is None:
         return CONTEXTS_BYTES
     inputs = sum(arg.nbytes for arg in task.spec.inputs)
+    outputs = inputs if task.spec.outputs is None else sum(arg.nbytes for arg in task.spec.outputs)
     state = 4 * (task.spec.parameters + task.spec.buffers)
-    return 13 * inputs + 3 * state + CONTEXTS_BYTES
+    return 4 * inputs + 9 * outputs + 3 * state + CONTEXTS_BYTES
 
 
 @functools.cache

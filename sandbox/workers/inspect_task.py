@@ -107,11 +107,25 @@ def inspect_file(path: str) -> TaskReport:
             "parameters": sum(p.numel() for p in model.parameters()),
             "buffers": sum(b.numel() for b in model.buffers()),
             "built_on": built_on,
+            "outputs": _meta_outputs(model, inputs) if built_on == "meta" else None,
         }
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
         return {"path": path, "ok": False, "error": {"stage": stage, "message": _short_error(exc)}}
+
+
+def _meta_outputs(model: Any, inputs: list[Any]) -> list[ArgDescription] | None:
+    """What forward returns, by shape and dtype, from a call on the meta device (no work, nothing
+    allocated); None where the forward needs values (data-dependent shapes, .item())."""
+    import torch
+
+    try:
+        with torch.no_grad(), torch.device("meta"):
+            out = model(*inputs)
+    except Exception:
+        return None
+    return [describe_value(v) for v in (out if isinstance(out, list | tuple) else [out])]
 
 
 def _instantiate(namespace: dict[str, Any]) -> tuple[list[Any], list[Any], Any]:

@@ -149,12 +149,15 @@ def _judge(spec: JudgeSpec, result: JudgeResult, gate: GpuGate | None, received:
         del inputs
 
     checked = [d for report in [*trials, *rechecks] for d in report.get("diffs", [])]
-    if gate is not None and (spec.get("baselines") or spec.get("measure_bandwidth")):
-        gate.hold("exclusive")
+    received.clear()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()  # what the comparisons held goes back to other evaluations on this GPU
     if all(d.get("passed") for d in checked):  # no baseline is worth timing for a wrong answer
-        result["baselines"] = _baselines(model, get_inputs, spec)
+        result["baselines"] = _baselines(model, get_inputs, spec, gate)
     else:
         result["baselines"] = {}
+    if gate is not None and spec.get("measure_bandwidth"):
+        gate.hold("exclusive")
     result["bandwidth_gbps"] = measure_copy_bandwidth(device) if spec.get("measure_bandwidth") else None
 
 
@@ -268,7 +271,11 @@ def _joined_parts(path: str, index: int, entry: dict, device: torch.device) -> t
     return joined.reshape(shape)
 
 
-def _baselines(model: torch.nn.Module, get_inputs: object, spec: JudgeSpec) -> JudgeBaselines:
+def _baselines(
+    model: torch.nn.Module, get_inputs: object, spec: JudgeSpec, gate: GpuGate | None
+) -> JudgeBaselines:
+    """Eager and torch.compile timed, each under the GPU's exclusive hold; torch.compile compiles
+    (seconds to minutes of CPU) under the shared one, so other evaluations' timings go on meanwhile."""
     wanted = spec.get("baselines") or {}
     device = spec["device"]
     config = TimingConfig.from_dict(spec.get("timing"))
@@ -276,20 +283,29 @@ def _baselines(model: torch.nn.Module, get_inputs: object, spec: JudgeSpec) -> J
     def make_inputs(_index: int) -> list:
         return seeded_call(get_inputs, int.from_bytes(os.urandom(8), "little") >> 2, device)  # type: ignore[arg-type]
 
+    def timed(call: Callable[[list], object]) -> TimingRecord:
+        if gate is not None:
+            gate.hold("exclusive")
+        try:
+            return time_calls(call, make_inputs, device=device, config=config)
+        finally:
+            if gate is not None:
+                gate.hold("shared")
+
     out: JudgeBaselines = {}
     with torch.no_grad():
         if wanted.get("eager"):
-            out["eager"] = _guarded(
-                lambda: time_calls(lambda x: model(*x), make_inputs, device=device, config=config)
-            )
+            out["eager"] = _guarded(lambda: timed(lambda x: model(*x)))
         mode = wanted.get("compile_mode")
         if mode:
 
             def compiled_timing() -> TimingRecord:
                 torch._dynamo.reset()
                 compiled = torch.compile(model, mode=mode, dynamic=False)
+                if gate is not None and "autotune" in mode:
+                    gate.hold("exclusive")  # autotuning times kernels: alone, or it picks slow ones
                 compiled(*make_inputs(0))  # compiles; the timing's own warm-up follows
-                return time_calls(lambda x: compiled(*x), make_inputs, device=device, config=config)
+                return timed(lambda x: compiled(*x))
 
             out["compile"] = _guarded(compiled_timing)
     return out

@@ -329,6 +329,7 @@ class TaskInspected(TypedDict):
     parameters: int
     buffers: int
     built_on: NotRequired[str]  # "meta" (nothing allocated), or "cpu (on meta: WHY)"
+    outputs: NotRequired[list[ArgDescription] | None]  # forward's result on meta; None if it cannot run there
 
 
 class TaskFailed(TypedDict):

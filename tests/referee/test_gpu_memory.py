@@ -71,15 +71,21 @@ def tensor(*shape: int) -> ArgSpec:
     return ArgSpec(kind="tensor", shape=list(shape), dtype="float32")
 
 
-def test_the_need_grows_with_the_tasks_inputs_and_state(tmp_path: Path) -> None:
-    def task(inputs: list[ArgSpec], parameters: int = 0) -> Task:
-        spec = InputSpec(inputs=inputs, init_inputs=[], parameters=parameters)
+def test_the_need_grows_with_the_tasks_inputs_outputs_and_state(tmp_path: Path) -> None:
+    def task(inputs: list[ArgSpec], outputs: list[ArgSpec] | None = None, parameters: int = 0) -> Task:
+        spec = InputSpec(inputs=inputs, init_inputs=[], parameters=parameters, outputs=outputs)
         return Task(path=tmp_path / "t.py", name="t", sha256="0" * 64, spec=spec)
 
-    relu = memory_need(task([tensor(4096, 393216)]))  # KernelBench level 1's elementwise size
-    small = memory_need(task([tensor(16, 1024)]))
-    assert relu > 13 * 6.4e9 and small < 2e9
+    big = tensor(4096, 393216)  # KernelBench level 1's elementwise size: 6.4 GB
+    relu = memory_need(task([big], [big]))
+    assert 85e9 < relu < 95e9  # 87 GB measured on the H200 for one full-size ReLU evaluation
+    assert memory_need(task([big])) == relu  # outputs unknown: taken as large as the inputs
+    row_sum = memory_need(task([big], [tensor(4096, 1)]))
+    assert row_sum < relu / 2
+    small = memory_need(task([tensor(16, 1024)], [tensor(16, 1024)]))
+    assert small < 4e9
     assert memory_need(task([tensor(16, 1024)], parameters=10**9)) >= small + 3 * 4e9
     # on an H200 two full-size elementwise evaluations never share it; several small ones do
     budget = int(0.92 * 143e9)
     assert 2 * units_for(relu, budget) > UNITS >= units_for(relu, budget) + 4 * units_for(small, budget)
+    assert 2 * units_for(row_sum, budget) <= UNITS

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Issue 17's batch at full scale on a GPU machine: `agent batch` over KernelBench level 1-3 (task
+# files unchanged, carried as .kb/) with one single-file load_inline generation per task from
+# benchmarks/kb_corpus.py (each its own extension: every one is built cold), baselines included
+# (a fresh machine has none cached), then `agent report` with where the time went.
+#
+#   bash benchmarks/kb_batch_gpu.sh start     # from the repository root, after gpu_setup.sh
+#   OUT=... bash benchmarks/kb_batch_gpu.sh wait 540    # again until it prints "finished"
+#
+# `start` copies the repository to /tmp first (each device call lays the working tree out anew)
+# and runs the batch in its own process session, which outlives the call while the machine stays
+# held; `wait` follows it for up to SECONDS and packs what it wrote so far into $OUT/kb_batch.tgz.
+# Env: KB (default .kb), BATCH_ARGS (extra `agent batch` flags), LEVELS (default "1 2 3").
+set -u
+RUN=/tmp/kb-batch
+case "${1:-}" in
+start)
+    rm -rf "$RUN" && mkdir -p "$RUN/out"
+    cp -r . "$RUN/repo"
+    cd "$RUN/repo" || exit 2
+    # shellcheck disable=SC2016  # expanded by the inner shell
+    setsid nohup bash -c '
+        set -u -o pipefail
+        run=$0; kb=${KB:-.kb}; out=$run/out; corpus=$run/corpus
+        export PYTHONUNBUFFERED=1 COLUMNS=160
+        nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -l 1 > "$out/gpu.csv" 2>/dev/null &
+        folders=(); for level in ${LEVELS:-1 2 3}; do folders+=("$kb/level$level"); done
+        python3 benchmarks/kb_corpus.py --kernelbench "$kb" --levels ${LEVELS:-1 2 3} --out "$corpus" \
+            | grep -v "^  note" > "$out/corpus.log"
+        echo "batch start $(date -u +%FT%TZ)" > "$out/batch.log"
+        started=$(date +%s)
+        python3 -m agent.cli.app batch "${folders[@]}" --solutions "$corpus" --policy kernelbench \
+            --out "$run/batch" --quiet ${BATCH_ARGS:-} >> "$out/batch.log" 2>&1
+        status=$?
+        echo "batch exit $status after $(( $(date +%s) - started )) s, $(date -u +%FT%TZ)" >> "$out/batch.log"
+        python3 -m agent.cli.app report "$run/batch" --out "$run/batch" > "$out/report.txt" 2>&1
+        cp "$run/batch/report.md" "$out/" 2>/dev/null
+        echo "$status" > "$run/exit"
+    ' "$RUN" > "$RUN/console.log" 2>&1 < /dev/null &
+    echo "started: pid $!, log $RUN/out/batch.log"
+    ;;
+wait)
+    : "${OUT:?set OUT to the folder that comes back from the GPU machine}"
+    deadline=$((SECONDS + ${2:-540}))
+    while [ ! -f "$RUN/exit" ] && ((SECONDS < deadline)); do sleep 5; done
+    cp "$RUN/console.log" "$RUN/out/" 2>/dev/null
+    cp "$RUN/batch/store.sqlite" "$RUN/out/" 2>/dev/null
+    tar -C "$RUN" -czf "$OUT/kb_batch.tgz" out
+    grep -c '' "$RUN/out/batch.log" | sed 's/^/batch.log lines: /'
+    tail -n 25 "$RUN/out/batch.log"
+    if [ -f "$RUN/exit" ]; then
+        tail -n 60 "$RUN/out/report.txt"
+        echo "finished: exit $(cat "$RUN/exit")"
+        exit 0
+    fi
+    echo "still running: call wait again"
+    exit 124
+    ;;
+*)
+    echo "usage: $0 start | wait [SECONDS]" >&2
+    exit 2
+    ;;
+esac
