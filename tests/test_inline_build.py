@@ -18,7 +18,7 @@ from agent.workspace import SingleFileSolution
 from sandbox.base import WORKERS_DIR, open_sandbox
 
 sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
-from sandbox.workers import inline_build  # noqa: E402
+from sandbox.workers import inline_build
 
 # What LLM generations for KernelBench look like: torch/extension.h in the CUDA source too.
 GENERATION = '''

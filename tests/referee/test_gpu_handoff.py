@@ -19,8 +19,8 @@ import pytest
 from sandbox.base import WORKERS_DIR, open_sandbox
 
 sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
-from sandbox.workers import gpu_handoff  # noqa: E402
-from sandbox.workers.gpu_handoff import HandoffReceiver, listen  # noqa: E402
+from sandbox.workers import gpu_handoff
+from sandbox.workers.gpu_handoff import HandoffReceiver, listen
 
 
 def deep_folder(root: Path) -> Path:
