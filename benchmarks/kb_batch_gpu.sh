@@ -44,7 +44,12 @@ wait)
     deadline=$((SECONDS + ${2:-540}))
     while [ ! -f "$RUN/exit" ] && ((SECONDS < deadline)); do sleep 5; done
     cp "$RUN/console.log" "$RUN/out/" 2>/dev/null
-    cp "$RUN/batch/store.sqlite" "$RUN/out/" 2>/dev/null
+    if [ ! -f "$RUN/exit" ]; then  # what is done so far, from the live store
+        python3 -m agent.cli.app report "$RUN/batch" > "$RUN/out/report_so_far.txt" 2>&1
+    fi
+    sqlite3 "$RUN/batch/store.sqlite" ".backup '$RUN/out/store.sqlite'" 2>/dev/null \
+        || python3 -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d)" \
+            "$RUN/batch/store.sqlite" "$RUN/out/store.sqlite"
     tar -C "$RUN" -czf "$OUT/kb_batch.tgz" out
     grep -c '' "$RUN/out/batch.log" | sed 's/^/batch.log lines: /'
     tail -n 25 "$RUN/out/batch.log"
@@ -53,6 +58,7 @@ wait)
         echo "finished: exit $(cat "$RUN/exit")"
         exit 0
     fi
+    tail -n 40 "$RUN/out/report_so_far.txt"
     echo "still running: call wait again"
     exit 124
     ;;

@@ -37,7 +37,7 @@ def _forge() -> None:
     from timing import summarize  # type: ignore[import-not-found]
 
     found = _worker_frame()
-    spec, body, link = found["spec"], found["body"], found["link"]
+    spec, body, link, sender = found["spec"], found["body"], found["link"], found["sender"]
     get_inputs = sys.modules["kernel_agent_reference"].get_inputs
     device = spec["device"]
     cuda = device.startswith("cuda")
@@ -45,7 +45,7 @@ def _forge() -> None:
     for index, seed in enumerate(spec["trial_seeds"]):
         x, out = _outputs(get_inputs, seed, device)
         file = f"trial_{index}.pt"
-        save_outputs(os.path.join(spec["exchange_dir"], file), "tensor", [out], [out.clone()])
+        save_outputs(os.path.join(spec["exchange_dir"], file), "tensor", [out], [out.clone()], sender)
         body["trials"].append(
             {
                 "index": index,
@@ -75,7 +75,7 @@ def _forge() -> None:
         for n, index in enumerate(picks):
             _, out = _outputs(get_inputs, derive_seed(int(answer["seed"]), index), device)
             file = f"recheck_{n}.pt"
-            save_outputs(os.path.join(spec["exchange_dir"], file), "tensor", [out], [out])
+            save_outputs(os.path.join(spec["exchange_dir"], file), "tensor", [out], [out], sender)
             rechecks.append(
                 {"index": index, "file": file, "structure": "tensor", "leaves": [describe_leaf(out)]}
             )

@@ -25,7 +25,7 @@ def _forge() -> None:
     from timing import summarize  # type: ignore[import-not-found]
 
     found = _worker_frame()
-    spec, body, link = found["spec"], found["body"], found["link"]
+    spec, body, link, sender = found["spec"], found["body"], found["link"], found["sender"]
     get_inputs = sys.modules["kernel_agent_reference"].get_inputs
     device = spec["device"]
     body["trials"] = []
@@ -34,7 +34,7 @@ def _forge() -> None:
         inputs = seeded_call(get_inputs, seed, device)
         out = torch.relu(inputs[0])
         file = f"trial_{index}.pt"
-        save_outputs(os.path.join(spec["exchange_dir"], file), "tensor", [out], [out.clone()])
+        save_outputs(os.path.join(spec["exchange_dir"], file), "tensor", [out], [out.clone()], sender)
         body["trials"].append(
             {
                 "index": index,
