@@ -178,6 +178,10 @@ class JudgeProcess:
         inductor = cache_dir() / "referee" / "inductor"  # the harness's state: no sandbox writes here
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor))
         env.setdefault("TRITON_CACHE_DIR", str(inductor / "triton"))
+        # Inductor otherwise starts a pool of one worker process per core (each importing torch) in
+        # every judge: a batch's judges spent more CPU on those pools than on compiling KernelBench's
+        # small graphs. In-process compilation writes the same kernels.
+        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
         env.update(env_overrides or {})
         self.started = time.monotonic()
         args = [sys.executable, "-I", str(WORKERS_DIR / "judge.py")]
