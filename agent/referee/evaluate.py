@@ -155,7 +155,9 @@ def judge_compiled(
     try:
         exchange = open_exchange(solution, sandbox)
         handoff = gpu_handoff.listen(str(exchange.host_dir)) if device.startswith("cuda") else None
-        judge = JudgeProcess(handoff=handoff, device=device)
+        judge = JudgeProcess(handoff=handoff, device=device, memory_fds=memory.fds if memory else None)
+        if memory is not None:
+            memory.release()  # the judge holds the claim now, and gives it back as it frees memory
         spec = _task_spec(task, device, seeds) | {
             "solution": _solution_spec(solution, compiled, sandbox),
             "exchange_dir": exchange.box_dir,
@@ -240,7 +242,7 @@ def judge_compiled(
         if exchange is not None:
             exchange.cleanup()
         if memory is not None:
-            memory.release()  # last: the judge's process and its memory are gone
+            memory.release()  # when the judge never started
 
 
 def _conclude(

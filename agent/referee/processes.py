@@ -171,9 +171,12 @@ class JudgeProcess:
         *,
         handoff: socket.socket | None = None,
         device: str = "",
+        memory_fds: list[int] | None = None,
     ) -> None:
         """`handoff`: the listening socket of the exchange folder (gpu_handoff.listen); the judge
-        inherits it and takes the candidate's GPU outputs on it from its start. Closed here."""
+        inherits it and takes the candidate's GPU outputs on it from its start. Closed here.
+        `memory_fds`: the evaluation's claim on the GPU's memory (gpu_memory), which the judge
+        inherits and gives back as its own use of memory ends; the caller closes its copies."""
         env = dict(os.environ)
         inductor = cache_dir() / "referee" / "inductor"  # the harness's state: no sandbox writes here
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor))
@@ -185,8 +188,12 @@ class JudgeProcess:
         env.update(env_overrides or {})
         self.started = time.monotonic()
         args = [sys.executable, "-I", str(WORKERS_DIR / "judge.py")]
+        passed = list(memory_fds or [])
         if handoff is not None:
             args += ["--handoff-fd", str(handoff.fileno()), "--device", device]
+            passed.append(handoff.fileno())
+        if memory_fds:
+            args += ["--memory-fds", ",".join(map(str, memory_fds))]
         try:
             self.proc = subprocess.Popen(
                 args,
@@ -195,7 +202,7 @@ class JudgeProcess:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 env=env,
-                pass_fds=(handoff.fileno(),) if handoff is not None else (),
+                pass_fds=tuple(passed),
             )
         finally:
             if handoff is not None:

@@ -11,6 +11,10 @@ GPU's budget, each unit a flock(2) file beside the GPU's gate. Claims are taken 
 a time under an admission lock (no two can each hold half of what both need), waiting until
 enough units are free; one that needs more than the whole budget takes every unit and runs with
 the GPU to itself. Locks die with their process, so a killed evaluation frees its memory.
+
+The host takes the claim and hands it to the judge it starts (inherited descriptors): the judge
+holds it through the candidate's run and its own comparisons, then lets all but one unit go
+before it times the baselines, when the outputs it held are freed (`keep_one`).
 """
 
 from __future__ import annotations
@@ -61,10 +65,23 @@ class MemoryClaim:
     def held(self) -> bool:
         return len(self._held) == self.units
 
+    @property
+    def fds(self) -> list[int]:
+        """The units' descriptors: a process that inherits them holds the units too (flock locks
+        belong to the open file, not to the process), until the last copy is closed."""
+        return list(self._held)
+
     def release(self) -> None:
         for fd in self._held:
             os.close(fd)  # closing drops the lock
         self._held = []
+
+
+def keep_one(fds: list[int]) -> None:
+    """In the process the units were handed to: give back all but one of them."""
+    for fd in fds[1:]:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def units_for(need_bytes: int, budget_bytes: int) -> int:

@@ -26,6 +26,7 @@ import torch
 from compare import compare_tensors, compare_values, tolerance_for
 from gpu_gate import GpuGate, open_gate
 from gpu_handoff import HandedOver, HandoffReceiver
+from gpu_memory import keep_one
 from protocol import (
     BaselineError,
     DiffRecord,
@@ -72,7 +73,8 @@ def main() -> None:
     result: JudgeResult = {"ok": False, "failure": None}
     with stdout_to_stderr():
         try:
-            judge(spec, result, receiver.finish() if receiver is not None else {})
+            received = receiver.finish() if receiver is not None else {}
+            judge(spec, result, received, _memory_fds(sys.argv[1:]))
             if receiver is not None and receiver.notes:
                 result["handoff_notes"] = receiver.notes
             result["ok"] = True
@@ -87,6 +89,13 @@ def main() -> None:
     emit(result)
 
 
+def _memory_fds(argv: list[str]) -> list[int]:
+    """`--memory-fds A,B,...`: the evaluation's claim on the GPU's memory, inherited (gpu_memory)."""
+    if "--memory-fds" not in argv:
+        return []
+    return [int(fd) for fd in argv[argv.index("--memory-fds") + 1].split(",") if fd]
+
+
 def _receiver(argv: list[str]) -> HandoffReceiver | None:
     """`--handoff-fd FD --device DEV`: the listening socket the host bound in the exchange folder
     before the candidate started; outputs handed over on the GPU arrive there from now on."""
@@ -99,18 +108,20 @@ def _receiver(argv: list[str]) -> HandoffReceiver | None:
     return receiver
 
 
-def judge(spec: JudgeSpec, result: JudgeResult, received: HandedOver) -> None:
+def judge(spec: JudgeSpec, result: JudgeResult, received: HandedOver, memory_fds: list[int]) -> None:
     gate = open_gate(spec.get("gpu_gate"))  # shared to compare, exclusive to time
     try:
         if gate is not None:
             gate.hold("shared")
-        _judge(spec, result, gate, received)
+        _judge(spec, result, gate, received, memory_fds)
     finally:
         if gate is not None:
             gate.close()
 
 
-def _judge(spec: JudgeSpec, result: JudgeResult, gate: GpuGate | None, received: HandedOver) -> None:
+def _judge(
+    spec: JudgeSpec, result: JudgeResult, gate: GpuGate | None, received: HandedOver, memory_fds: list[int]
+) -> None:
     device = spec["device"]
     result["device"] = _device_info(device)
     namespace = load_task_module(spec["task_source"], spec["task_filename"])
@@ -156,6 +167,7 @@ def _judge(spec: JudgeSpec, result: JudgeResult, gate: GpuGate | None, received:
     received.clear()
     if device.startswith("cuda"):
         torch.cuda.empty_cache()  # what the comparisons held goes back to other evaluations on this GPU
+    keep_one(memory_fds)  # and so does the claim on it: the baselines need one input set at a time
     if all(d.get("passed") for d in checked):  # no baseline is worth timing for a wrong answer
         result["baselines"] = _baselines(model, get_inputs, spec, gate)
     else:

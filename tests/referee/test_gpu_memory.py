@@ -89,3 +89,50 @@ def test_the_need_grows_with_the_tasks_inputs_outputs_and_state(tmp_path: Path) 
     budget = int(0.92 * 143e9)
     assert 2 * units_for(relu, budget) > UNITS >= units_for(relu, budget) + 4 * units_for(small, budget)
     assert 2 * units_for(row_sum, budget) <= UNITS
+
+
+INHERIT = f"""
+import os, sys
+sys.path.insert(0, {str(WORKERS_DIR)!r})
+from gpu_memory import keep_one
+fds = [int(fd) for fd in sys.argv[1].split(",")]
+print("holding", flush=True)
+sys.stdin.readline()
+keep_one(fds)
+print("kept one", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_the_judge_inherits_the_claim_and_gives_back_all_but_one_unit(tmp_path: Path) -> None:
+    gate = str(tmp_path / "gpu-0.lock")
+    claim = MemoryClaim(gate, UNITS)
+    assert claim.acquire(timeout=1)
+    judge = subprocess.Popen(
+        [sys.executable, "-c", INHERIT, ",".join(map(str, claim.fds))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        pass_fds=claim.fds,
+    )
+    assert judge.stdin is not None and judge.stdout is not None
+    try:
+        assert judge.stdout.readline().strip() == "holding"
+        claim.release()  # the host's copies: the judge's keep the units
+        other = MemoryClaim(gate, 1)
+        assert not other.acquire(timeout=0.3)
+        judge.stdin.write("\n")
+        judge.stdin.flush()
+        assert judge.stdout.readline().strip() == "kept one"
+        assert other.acquire(timeout=1)
+        other.release()
+        assert not MemoryClaim(gate, UNITS).acquire(timeout=0.3)  # one unit is still the judge's
+        judge.stdin.write("\n")
+        judge.stdin.flush()
+        judge.wait(timeout=10)
+        whole = MemoryClaim(gate, UNITS)
+        assert whole.acquire(timeout=1)  # the judge is gone, and its unit with it
+        whole.release()
+    finally:
+        judge.kill()
+        judge.wait()
