@@ -8,9 +8,13 @@ cut the header cost that dominates such builds (29-70 s of `torch/extension.h` p
   `#include <torch/types.h>`) is compiled from a copy beside it whose `#include
   <torch/extension.h>` lines read `#include <torch/types.h>`, line numbers unchanged: nvcc then
   parses ATen instead of all of libtorch's C++ API and pybind11 (measured 122 s -> 30 s on the
-  2-core machine). Kernel code needs more of `torch/all.h` only rarely (torch::nn in a .cu): if
-  the lean build fails, the original source is built instead and remembered, so the errors
+  2-core machine), and against a slim `ATen/Functions.h` first on its include path that declares
+  only the operators the sources or their headers name (slim_aten.py: 30 s -> 24 s there). Kernel
+  code needs more of `torch/all.h` only rarely (torch::nn in a .cu): if the lean build fails, the
+  original source is built against torch's own headers instead and remembered, so the errors
   reported are always those of the solution as written.
+- **Two nvcc threads.** `--threads 2` runs the host front end (cudafe++) beside the device one
+  (cicc): the same outputs, a shorter critical path.
 - **Precompiled header.** When every C++ source starts with `#include <torch/extension.h>` (the
   `main.cpp` load_inline writes), that header comes precompiled from the shared cache, built
   once per (compiler, flags, torch): the ~20-40 s parse of main.cpp drops to a few seconds. A
