@@ -24,6 +24,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from protocol import ArgDescription, InspectResult, TaskFailed, TaskReport, emit, stdout_to_stderr
 
+META_FORWARD_S = 1.0
+
 
 def describe_value(value: Any) -> ArgDescription:
     import torch
@@ -115,16 +117,30 @@ def inspect_file(path: str) -> TaskReport:
         return {"path": path, "ok": False, "error": {"stage": stage, "message": _short_error(exc)}}
 
 
+class _OutOfTime(Exception):
+    pass
+
+
 def _meta_outputs(model: Any, inputs: list[Any]) -> list[ArgDescription] | None:
     """What forward returns, by shape and dtype, from a call on the meta device (no work, nothing
-    allocated); None where the forward needs values (data-dependent shapes, .item())."""
+    allocated); None where the forward needs values (data-dependent shapes, .item()) or takes
+    longer than META_FORWARD_S (recurrent nets unroll into thousands of ops: 5-11 s for
+    KernelBench's LSTMs and GRUs)."""
     import torch
 
+    def out_of_time(*_: object) -> None:
+        raise _OutOfTime
+
+    previous = signal.signal(signal.SIGALRM, out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, META_FORWARD_S)
     try:
         with torch.no_grad(), torch.device("meta"):
             out = model(*inputs)
-    except Exception:
+    except (Exception, _OutOfTime):
         return None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
     return [describe_value(v) for v in (out if isinstance(out, list | tuple) else [out])]
 
 
@@ -210,7 +226,12 @@ def main(argv: list[str]) -> None:
         else:
             jobs = max(1, int(argv[1]))
         argv = argv[2:]
-    import torch  # noqa: F401 - imported once, before forking, so children start warm
+    import torch  # imported once, before forking, so children start warm
+
+    # The first forward on meta imports torch's meta kernels and decompositions (0.65 s): once
+    # here, not in every child.
+    with torch.no_grad(), torch.device("meta"):
+        torch.nn.Conv2d(3, 4, 3)(torch.empty(1, 3, 8, 8)).relu().sum()
 
     result: InspectResult = {"tasks": inspect_all(argv, timeout, jobs)}
     emit(result)
