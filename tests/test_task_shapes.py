@@ -115,3 +115,34 @@ def test_outputs_are_described_from_a_call_on_meta(tmp_path: Path) -> None:
     assert [(o.shape, o.dtype) for o in task.spec.outputs or []] == [([4096], "float32"), ([4096], "int64")]
     huge = load_task(write(tmp_path, "huge.py", HUGE))  # forward's shapes do not fit: no outputs, no error
     assert huge.spec is not None and huge.spec.outputs is None
+
+
+SLOW_FORWARD = """
+import time
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        time.sleep(30)  # as an unrolled recurrent net takes seconds on meta
+        return x
+
+
+def get_inputs():
+    return [torch.rand(8, 8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_slow_forward_on_meta_gives_up_on_outputs_not_on_the_task(tmp_path: Path) -> None:
+    import time
+
+    started = time.monotonic()
+    task = load_task(write(tmp_path, "slow.py", SLOW_FORWARD))
+    assert task.spec is not None and task.spec.outputs is None
+    assert [a.shape for a in task.spec.inputs] == [[8, 8]]
+    assert time.monotonic() - started < 20
