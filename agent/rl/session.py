@@ -36,7 +36,7 @@ from agent.messages import ToolCall
 from agent.referee.options import EvalOptions
 from agent.referee.results import EvalResult
 from agent.rl.reward import RewardBreakdown, TierRewards, reward_from_result
-from agent.stops import RunAborted, RunStop, Submitted
+from agent.stops import RunAborted, RunStatus, RunStop, Submitted
 from agent.tasks import Task
 from agent.tools import Toolbox, ToolContext, ToolSettings
 from agent.tools.candidates import CandidateBook, Referee, RefereeAdapter
@@ -118,6 +118,8 @@ class KernelSession:
     owns_root: bool = False
     status: Status = "running"
     reason: str = ""
+    stop_status: RunStatus | None = None
+    """How the run would end in a transcript's run_end (the tool's RunStop said so)."""
     failed: bool = False
     calls: int = 0
     toolbox: Toolbox = field(default_factory=lambda: Toolbox(RL_TOOLS))
@@ -191,20 +193,25 @@ class KernelSession:
             self.context.budget.check()
             output = self.toolbox.call(self.context, call)
         except Submitted as stop:
-            self.status, self.reason = "submitted", str(stop)
+            self.status, self.reason, self.stop_status = "submitted", str(stop), stop.status
             return str(stop)
         except BudgetExhausted as stop:
-            self.status, self.reason = "budget_exhausted", str(stop)
+            self.status, self.reason, self.stop_status = "budget_exhausted", str(stop), stop.status
             return str(stop)
         except RunAborted as stop:
+            self.stop_status = stop.status
             return self._fail(f"{stop.status}: {stop}")
         except RunStop as stop:
-            self.status, self.reason = "stopped", str(stop)
+            self.status, self.reason, self.stop_status = "stopped", str(stop), stop.status
             return str(stop)
         except Exception as exc:
             tail = traceback.format_exc().strip().splitlines()[-1]
             return self._fail(f"crash: {call.name} raised {type(exc).__name__}: {exc} ({tail})")
         return f"ERROR: {output.content}" if output.is_error else output.content
+
+    def fail(self, reason: str) -> None:
+        """End the rollout as a failed sample for a reason outside the tools (the policy broke)."""
+        self._fail(reason)
 
     def _fail(self, reason: str) -> str:
         if not self.done:

@@ -130,7 +130,7 @@ def solve(
         header = Header(
             run_id=uuid.uuid4().hex,
             started_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            task=_task_identity(task),
+            task=task_identity(task),
             model=getattr(model, "name", config.model),
             config=config.model_dump(mode="json"),
             tools=toolbox.specs,
@@ -247,7 +247,7 @@ def export_solution(workspace: Workspace, candidate: Candidate, dest: Path) -> N
     shutil.rmtree(dest / ".harness" / "logs", ignore_errors=True)
 
 
-def _task_identity(task: Task) -> TaskIdentity:
+def task_identity(task: Task) -> TaskIdentity:
     return TaskIdentity(
         name=task.name,
         key=task.key,

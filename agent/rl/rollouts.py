@@ -1,0 +1,309 @@
+"""Many rollouts at once, judged on the batch's executor: the RL environment at scale.
+
+    evaluator = RayEvaluator(evals_per_gpu=4)              # or LocalEvaluator(gpus=[...], ...)
+    report = run_rollouts(tasks, make_model, samples=8, concurrency=32, evaluator=evaluator,
+                          options=JudgingOptions(policy="kernelbench"), out=Path("runs/rollouts"))
+
+Each rollout is a `KernelSession` (the tools and failure rules the verifiers environment wraps)
+driven by a `Model`: a scripted one, the built-in template policy, or an LLM. Its verify, profile
+and submit calls go to the evaluator through `BatchReferee` (compile slots, then a GPU slot; with
+Ray, judges placed on the cluster's GPUs, time rewards taken on GPUs that do not train), behind a
+`DedupReferee`: a candidate whose content a rollout of the same task already had judged is not
+judged again, and candidates that arrive together wait for the first. Every rollout writes a
+transcript in the product's format (`agent show` and `agent export` read it) and its outcome (the
+reward and why) beside it, and ends as an attempt in a batch store (`agent report` reads it).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from agent.batch.agent_runs import BatchReferee
+from agent.batch.config import AttemptOutcome, BatchConfig, JudgingOptions, WorkItem
+from agent.batch.executors import Evaluator
+from agent.batch.stages import StageShare, stage_breakdown
+from agent.batch.store import Store
+from agent.build.toolkit import resolve_arch
+from agent.messages import Message, SystemMessage, ToolResultMessage, UserMessage
+from agent.models.base import Model
+from agent.referee.results import EvalResult
+from agent.rl.session import KernelSession, RolloutConfig, RolloutOutcome
+from agent.run.prompts import build_prompts
+from agent.run.solve import task_identity, versions
+from agent.tasks import Task
+from agent.tools.candidates import Referee
+from agent.transcripts.format import (
+    Header,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    RunEndEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TranscriptWriter,
+    tool_hash,
+)
+from agent.workspace import Workspace
+from sandbox.base import Sandbox
+
+TRANSCRIPT = "transcript.jsonl"
+OUTCOME = "outcome.json"
+
+
+class DedupReferee:
+    """A Referee that judges each distinct candidate once: the key is the task's content hash, the
+    workspace's (its model-owned files) and whether it is timed. A failure of the machinery (an
+    exception) is not kept: the next identical candidate is judged afresh."""
+
+    def __init__(self, inner: Referee) -> None:
+        self.inner = inner
+        self.judged = 0
+        self.reused = 0
+        self.results: list[EvalResult] = []
+        """The verdicts it judged (not the reused copies), in the order they came."""
+        self._lock = threading.Lock()
+        self._verdicts: dict[tuple[str, str, bool], concurrent.futures.Future[EvalResult]] = {}
+
+    def device(self) -> str | None:
+        return self.inner.device()
+
+    def evaluate(self, task: Task, workspace: Workspace, *, sandbox: Sandbox, profile: bool) -> EvalResult:
+        key = (task.sha256, workspace.content_hash(), profile)
+        with self._lock:
+            verdict = self._verdicts.get(key)
+            first = verdict is None
+            if verdict is None:
+                verdict = self._verdicts[key] = concurrent.futures.Future()
+                self.judged += 1
+            else:
+                self.reused += 1
+        if first:
+            try:
+                judged = self.inner.evaluate(task, workspace, sandbox=sandbox, profile=profile)
+                with self._lock:
+                    self.results.append(judged)
+                verdict.set_result(judged)
+            except BaseException as exc:
+                with self._lock:
+                    del self._verdicts[key]
+                verdict.set_exception(exc)
+                raise
+        result = verdict.result().model_copy(deep=True)
+        result.solution.path = str(workspace.root)
+        return result
+
+
+ModelFactory = Callable[[Task], Model]
+"""A fresh policy for one rollout of a task (models keep per-conversation state)."""
+
+
+class RolloutRecord(BaseModel):
+    task: str
+    sample: str
+    outcome: RolloutOutcome
+    wall_s: float
+    transcript: str
+
+
+class RolloutsReport(BaseModel):
+    rollouts: list[RolloutRecord]
+    skipped: int
+    """Already done in the store (a rerun resumes)."""
+    judged: int
+    reused: int
+    gpu_s: float
+    """The judged evaluations' candidate and judge processes (agent.tools.candidates.gpu_seconds)."""
+    stages: list[StageShare]
+    """Where the judged evaluations' time went (agent.batch.stages)."""
+    wall_s: float
+    store: str
+
+    @property
+    def per_hour(self) -> float:
+        return 3600 * len(self.rollouts) / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def run_rollouts(
+    tasks: list[Task],
+    make_model: ModelFactory,
+    *,
+    samples: int,
+    concurrency: int,
+    evaluator: Evaluator,
+    options: JudgingOptions,
+    out: Path,
+    config: RolloutConfig | None = None,
+    max_turns: int = 40,
+    model_name: str = "",
+) -> RolloutsReport:
+    """`samples` rollouts of every task, `concurrency` at a time (threads; the evaluator bounds
+    compiles and GPU work itself), into `out`: a batch store and one folder per rollout."""
+    config = config or RolloutConfig(referee=options.referee(), sandbox="local")
+    out.mkdir(parents=True, exist_ok=True)
+    batch = BatchConfig(
+        tasks=sorted({t.path for t in tasks}),
+        mode="agent",
+        model=model_name or f"rollouts:{make_model.__name__}",
+        samples=samples,
+        out=out,
+        store=out / "store.sqlite",
+        concurrency=concurrency,
+        eval=options,
+    )
+    referee = DedupReferee(BatchReferee(evaluator, options, gpu_name="the batch's evaluator"))
+    started = time.monotonic()
+    with Store(batch.store) as store:
+        store.migrate()
+        run_id = store.start_run(batch, versions=versions(), gpus=[])
+        store.add_tasks(tasks)
+        items = [WorkItem(task=t, candidate=f"sample_{i}") for t in tasks for i in range(samples)]
+        rollout = _Rollout(store, run_id, batch.batch_key(), referee, make_model, config, max_turns, out)
+        with concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="rollout") as pool:
+            records = list(pool.map(rollout.run, items))
+        store.finish_run(run_id, "finished")
+    done = [r for r in records if r is not None]
+    return RolloutsReport(
+        rollouts=done,
+        skipped=len(records) - len(done),
+        judged=referee.judged,
+        reused=referee.reused,
+        gpu_s=sum(r.stage_times.candidate_s + r.stage_times.judge_s for r in referee.results),
+        stages=stage_breakdown(r.model_dump(mode="json") for r in referee.results),
+        wall_s=time.monotonic() - started,
+        store=str(batch.store),
+    )
+
+
+@dataclass
+class _Rollout:
+    store: Store
+    run_id: int
+    batch_key: str
+    referee: Referee
+    make_model: ModelFactory
+    config: RolloutConfig
+    max_turns: int
+    out: Path
+    _store_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self, item: WorkItem) -> RolloutRecord | None:
+        with self._store_lock:
+            claim = self.store.claim(self.run_id, self.batch_key, item)
+        if claim is None:
+            return None
+        folder = self.out / "rollouts" / item.task.name / item.candidate
+        started = time.monotonic()
+        session = KernelSession.open(item.task, root=folder, referee=self.referee, config=self.config)
+        try:
+            converse(session, self.make_model(item.task), folder / TRANSCRIPT, max_turns=self.max_turns)
+        finally:
+            outcome = session.finish()
+        (folder / OUTCOME).write_text(outcome.model_dump_json(indent=1))
+        wall_s = time.monotonic() - started
+        result = EvalResult.model_validate(outcome.result) if outcome.result else None
+        with self._store_lock:
+            self.store.set_output_dir(claim.attempt_id, folder)
+            self.store.finish_attempt(
+                claim.attempt_id,
+                AttemptOutcome(
+                    status="done",
+                    result=result,
+                    wall_s=wall_s,
+                    transcript_path=str(folder / TRANSCRIPT),
+                    error=outcome.reason if outcome.failed else None,
+                ),
+            )
+        return RolloutRecord(
+            task=item.task.key,
+            sample=item.candidate,
+            outcome=outcome,
+            wall_s=wall_s,
+            transcript=str(folder / TRANSCRIPT),
+        )
+
+
+def converse(session: KernelSession, model: Model, transcript: Path, *, max_turns: int) -> None:
+    """The model and the session's tools, turn by turn, each call through `session.call` (so a
+    crash, hang or flood is a failed sample), every request, response, call and result written to
+    `transcript` as the agent loop writes them. Ends when the session does, when the model answers
+    without a tool call, or after `max_turns`."""
+    task, context = session.task, session.context
+    gpu = context.referee.device()
+    arch, _ = resolve_arch(session.config.referee.arch)
+    prompts = build_prompts(
+        task, policy=session.config.referee.policy, baseline="eager", gpu=gpu, arch=arch, budget_line=""
+    )
+    messages: list[Message] = [SystemMessage(text=prompts.system), UserMessage(text=prompts.task)]
+    specs = session.tool_specs
+    header = Header(
+        run_id=uuid.uuid4().hex,
+        started_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        task=task_identity(task),
+        model=getattr(model, "name", "model"),
+        config={"rollout": session.config.model_dump(mode="json"), "max_turns": max_turns},
+        tools=specs,
+        tool_hashes={spec.name: tool_hash(spec) for spec in specs},
+        prompt_hashes=prompts.hashes,
+        versions=versions(),
+        gpu=gpu,
+        sandbox=session.sandbox.describe(),
+    )
+    with TranscriptWriter(transcript, header) as writer:
+        recorded, message = 0, ""
+        for turn in range(1, max_turns + 1):
+            if session.done:
+                break
+            writer.write(
+                ModelRequestEvent(turn=turn, messages=messages[recorded:], message_count=len(messages))
+            )
+            try:
+                response = model.query(messages, specs)
+            except Exception as exc:  # a model that fails ends the rollout, as a failed sample
+                session.fail(f"model: {type(exc).__name__}: {exc}")
+                break
+            writer.write(ModelResponseEvent(turn=turn, response=response))
+            messages.append(response.message)
+            recorded = len(messages)
+            if not response.message.tool_calls:
+                message = "the model answered without calling a tool"
+                break
+            for call in response.message.tool_calls:
+                writer.write(ToolCallEvent(turn=turn, call=call))
+                started = time.monotonic()
+                text = session.call(call.name, call.raw_arguments)
+                is_error = text.startswith("ERROR: ")
+                writer.write(
+                    ToolResultEvent(
+                        turn=turn,
+                        tool_call_id=call.id,
+                        tool_name=call.name,
+                        content=text,
+                        is_error=is_error,
+                        duration_s=time.monotonic() - started,
+                    )
+                )
+                messages.append(
+                    ToolResultMessage(
+                        tool_call_id=call.id, tool_name=call.name, content=text, is_error=is_error
+                    )
+                )
+                if session.done:
+                    break
+        else:
+            message = f"{max_turns} turns"
+        status = session.stop_status or ("error" if session.failed else "model_stopped")
+        writer.write(
+            RunEndEvent(
+                status=status,
+                message=session.reason or message,
+                usage=context.budget.usage(),
+            )
+        )
