@@ -266,8 +266,10 @@ class HandoffSender:
         """Hand `tensor` over as leaf `leaf` of output file `name`; False when it must go to a file."""
         import torch
 
+        if type(tensor) is not torch.Tensor or not tensor.is_cuda:
+            return False
         nbytes = tensor.numel() * tensor.element_size()
-        if type(tensor) is not torch.Tensor or not tensor.is_cuda or nbytes < MIN_BYTES:
+        if nbytes < MIN_BYTES:
             return False
         sock = self._connect()
         if sock is None or self._driver is None:
