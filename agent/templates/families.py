@@ -16,6 +16,7 @@ from typing import Literal
 from agent.paths import skills_dir
 from agent.templates.codegen import constants, identity_epilogue, program_function, slot_block
 from agent.templates.plan import (
+    ConvStage,
     EwiseStage,
     GemmStage,
     NormStage,
@@ -158,6 +159,18 @@ FAMILIES: dict[str, Family] = {
         ),
         ("MATH == 0 or ALLOW_TF32 == 1", "EPI_VEC == 1 or CAN_VEC >= EPI_VEC"),
     ),
+    "conv": Family(
+        "conv",
+        "conv.cu",
+        (
+            SlotDecl("MATH", (0, 1), "compute", "0 full FP32, 1 TF32 tensor cores"),
+            SlotDecl("ALGO", (0, 1, 2, 3), "compute", "which of cuDNN's heuristic algorithms (0: its first)"),
+            SlotDecl("EPI_BLOCK", (128, 256, 512), "config", "threads per block of the epilogue pass"),
+            SlotDecl("EPI_VEC", (1, 2, 4), "memory", "floats per load of the epilogue pass"),
+            _FAST,
+        ),
+        ("MATH == 0 or ALLOW_TF32 == 1", "EPI_VEC == 1 or CAN_VEC >= EPI_VEC"),
+    ),
 }
 
 
@@ -196,6 +209,12 @@ def stage_constants(stage: Stage, *, allow_tf32: bool = False) -> dict[str, int]
             "COUNT": stage.outer * stage.inner,
             "CAN_VEC": _can_vec(stage.src, stage.epilogue),
         }
+    if isinstance(stage, ConvStage):
+        return {
+            "N": numel(stage.out_shape),
+            "CAN_VEC": _can_vec(stage.epilogue),
+            "ALLOW_TF32": int(allow_tf32),
+        }
     return {
         "M": stage.m,
         "N": stage.n,
@@ -211,6 +230,8 @@ def stage_views(stage: Stage) -> list[View]:
         return [o.view for o in stage.program.operands]
     if isinstance(stage, GemmStage):
         return [stage.a, stage.b] + [o.view for o in (stage.epilogue.operands if stage.epilogue else [])]
+    if isinstance(stage, ConvStage):
+        return [stage.x, stage.w] + [o.view for o in (stage.epilogue.operands if stage.epilogue else [])]
     views = [o.view for o in stage.src.operands]
     views += [o.view for o in (stage.epilogue.operands if stage.epilogue else [])]
     if isinstance(stage, NormStage):
@@ -238,6 +259,32 @@ def _affine(stage: NormStage) -> str:
     if stage.affine == "group":
         return "  (void)k;\n  return g;"
     return "  (void)g;\n  (void)k;\n  return 0;"
+
+
+def _conv_dims(stage: ConvStage) -> str:
+    """cuDNN's view of the convolution: at least two spatial dimensions (a 1D one is 2D of height
+    1), the input, weight and output dimensions, and per spatial dimension padding, stride and
+    dilation. A transposed one's input is the gradient cuDNN's backward-data reads."""
+    lift = 1 if stage.spatial == 1 else 0
+
+    def dims(shape: list[int]) -> list[int]:
+        return shape[:2] + [1] * lift + shape[2:]
+
+    def per_dim(values: list[int], filler: int) -> list[int]:
+        return [filler] * lift + values
+
+    arrays = {
+        "kXDims": dims(stage.x.shape),
+        "kWDims": dims(stage.w.shape),
+        "kYDims": dims(stage.out_shape),
+        "kPad": per_dim(stage.padding, 0),
+        "kStride": per_dim(stage.stride, 1),
+        "kDilation": per_dim(stage.dilation, 1),
+    }
+    return "\n".join(
+        f"constexpr int {name}[{len(values)}] = {{{', '.join(str(int(v)) for v in values)}}};"
+        for name, values in arrays.items()
+    )
 
 
 def prefixed(stage: Stage, name: str) -> str:
@@ -280,6 +327,17 @@ def render_stage(stage: Stage, values: dict[str, int], *, sm_count: int) -> str:
             "kTransA": int(ta), "kTransB": int(tb), "kLda": lda, "kLdb": ldb,
             "kStrideA": batch_a, "kStrideB": batch_b, "kOffsetA": stage.a.offset, "kOffsetB": stage.b.offset,
             "kNumel": stage.batch * stage.m * stage.n, "kEpilogue": int(stage.epilogue is not None),
+        }  # fmt: skip
+    elif isinstance(stage, ConvStage):
+        fill.update(
+            EPI=_epi(stage.epilogue, 0),
+            BIND_INPUTS=_bind(stage_views(stage)[2:], 2),
+            CONV_DIMS=_conv_dims(stage),
+        )
+        common |= {
+            "kNd": max(stage.spatial, 2), "kGroups": stage.groups, "kTransposed": int(stage.transposed),
+            "kOffsetX": stage.x.offset, "kOffsetW": stage.w.offset, "kNumel": numel(stage.out_shape),
+            "kEpilogue": int(stage.epilogue is not None),
         }  # fmt: skip
     else:
         nsrc = len(stage.src.operands)

@@ -3,8 +3,8 @@
 - prologue: a group whose only output only feeds a reduction, softmax or norm is computed
   inside that stage's loads (MSE: sub, pow, then mean reads both inputs once);
 - epilogue: a group that is the only reader of a producer's output, in its index space, is
-  applied where the producer writes (GEMM: one in-place pass after cuBLAS; the others: in
-  their store loop).
+  applied where the producer writes (GEMM and convolution: one in-place pass after cuBLAS or
+  cuDNN; the others: in their store loop).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections import Counter
 
 from agent.templates.plan import (
     MAX_OPERANDS,
+    ConvStage,
     EwiseStage,
     GemmStage,
     NormStage,
@@ -26,10 +27,11 @@ from agent.templates.plan import (
     numel,
 )
 
-Producer = GemmStage | ReduceStage | SoftmaxStage | NormStage
+Producer = GemmStage | ConvStage | ReduceStage | SoftmaxStage | NormStage
 FAMILIES = {
     "ewise": "elementwise",
     "gemm": "gemm",
+    "conv": "convolution",
     "reduce": "reduction",
     "softmax": "softmax",
     "norm": "normalization",
@@ -41,13 +43,15 @@ def stage_views(stage: Stage) -> list[View]:
     programs: list[Program | None]
     if isinstance(stage, EwiseStage):
         programs = [stage.program]
-    elif isinstance(stage, GemmStage):
+    elif isinstance(stage, GemmStage | ConvStage):
         programs = [stage.epilogue]
     else:
         programs = [stage.src, stage.epilogue]
     views = [o.view for p in programs if p is not None for o in p.operands]
     if isinstance(stage, GemmStage):
         views += [stage.a, stage.b]
+    if isinstance(stage, ConvStage):
+        views += [stage.x, stage.w]
     if isinstance(stage, NormStage):
         views += [v for v in (stage.weight, stage.bias) if v is not None]
     return views
@@ -55,7 +59,7 @@ def stage_views(stage: Stage) -> list[View]:
 
 def _pointers(stage: Stage) -> int:
     """Operand pointers the stage's kernels receive (tk::Ptrs holds MAX_OPERANDS)."""
-    return len(stage_views(stage)) - (2 if isinstance(stage, GemmStage) else 0)
+    return len(stage_views(stage)) - (2 if isinstance(stage, GemmStage | ConvStage) else 0)
 
 
 def _uses(plan: Plan) -> Counter[str]:
@@ -194,7 +198,7 @@ def _take_input(program: Program, buf: str) -> Program:
 def _weight(stage: Stage) -> int:
     if isinstance(stage, EwiseStage):
         return numel(stage.program.shape)
-    if isinstance(stage, GemmStage):
+    if isinstance(stage, GemmStage | ConvStage):
         return 1 << 62
     return numel(stage.src.shape)
 

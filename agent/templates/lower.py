@@ -1,4 +1,5 @@
-"""Producer operators -> stages: GEMMs (mm, bmm, addmm), reductions over one block of dimensions
+"""Producer operators -> stages: GEMMs (mm, bmm, addmm), convolutions (1-3D, transposed,
+grouped), reductions over one block of dimensions
 (sum, mean, max, min, prod, argmax, argmin, logsumexp, vector norms), softmax and log-softmax
 over the last dimension, and layer, group, instance and batch normalization."""
 
@@ -11,6 +12,7 @@ from agent.templates.graph import OpNode
 from agent.templates.indexing import IndexError_, operand_for
 from agent.templates.ops import LOSS_OPS
 from agent.templates.plan import (
+    ConvStage,
     GemmStage,
     Instr,
     NormStage,
@@ -52,6 +54,8 @@ def copy_program(view: View) -> Program:
 def lower_producer(b: Builder, node: OpNode, kind: str) -> list[Any]:
     if kind == "gemm":
         return _gemm(b, node)
+    if kind == "conv":
+        return _conv(b, node)
     if kind == "reduce":
         return _reduce(b, node)
     if kind == "softmax":
@@ -99,6 +103,52 @@ def _gemm(b: Builder, node: OpNode) -> list[Any]:
         scaled = b.ewise("mul", [bias, beta], {}, list(b.tensor(bias).shape), "addmm") if beta != 1 else bias
         value = b.ewise("add", [value, scaled], {"alpha": 1}, meta.shape, "addmm")
     return [value]
+
+
+# -- convolution ---------------------------------------------------------------------------------
+def _conv(b: Builder, node: OpNode) -> list[Any]:
+    """aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+    groups): a ConvStage, its bias an elementwise add that `fuse` folds into its epilogue."""
+    x, w = b.tensor(b.value(node.args[0])), b.tensor(b.value(node.args[1]))
+    bias = b.value(node.args[2])
+    stride, padding, dilation = (list(b.value(node.args[i])) for i in (3, 4, 5))
+    transposed, groups = bool(b.value(node.args[6])), int(b.value(node.args[8]))
+    spatial = len(x.shape) - 2
+    if spatial not in (1, 2, 3) or len(w.shape) != spatial + 2:
+        raise Uncovered(f"a convolution of a {len(x.shape)}-dimensional input")
+    if not (x.is_contiguous() and w.is_contiguous()):
+        raise Uncovered("a convolution of a non-contiguous input or weight")
+    if not all(len(v) == spatial for v in (stride, padding, dilation)):
+        raise Uncovered("a convolution whose stride, padding or dilation does not name every dimension")
+    meta = node.outputs[0]
+    assert meta is not None
+    out = b.new_output(meta.shape)
+    b.add_stage(
+        ConvStage(
+            name=f"s{len(b.stages)}",
+            x=x,
+            w=w,
+            out_shape=meta.shape,
+            spatial=spatial,
+            stride=stride,
+            padding=padding,
+            dilation=dilation,
+            groups=groups,
+            transposed=transposed,
+            out=out.buf,
+            ops=["convolution"],
+        )
+    )
+    if bias is None:
+        return [out]
+    bias_view = b.tensor(bias)
+    channels = View(
+        buf=bias_view.buf,
+        shape=meta.shape,
+        stride=[0, bias_view.stride[0]] + [0] * spatial,
+        offset=bias_view.offset,
+    )
+    return [b.ewise("add", [out, channels], {"alpha": 1}, meta.shape, "convolution")]
 
 
 # -- reductions ----------------------------------------------------------------------------------

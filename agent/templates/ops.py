@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable
 from typing import Any, Literal
 
-OpClass = Literal["ewise", "view", "identity", "side_effect", "gemm", "reduce", "softmax", "norm"]
+OpClass = Literal["ewise", "view", "identity", "side_effect", "gemm", "conv", "reduce", "softmax", "norm"]
 
 # Unary: (x, params) -> CUDA expression. `params` are the operator's scalar arguments by name.
 Unary = Callable[[str, dict[str, Any]], str]
@@ -190,6 +190,8 @@ def classify(name: str, overload: str) -> OpClass | None:
         return "identity"
     if name in GEMM_OPS:
         return "gemm"
+    if name == "convolution":
+        return "conv"
     if name in REDUCE_OPS and not (name in ("max", "min") and overload in ("other", "default")):
         return "reduce"
     if name in ("max", "min") and overload == "other":

@@ -6,9 +6,9 @@ walked in row-major order by a flat index i): its operands are views read at i (
 view is contiguous in that space, `scalar`: one element, `general`: coordinates times strides),
 its instructions are the library's elementwise functions (ops.UNARY / ops.BINARY).
 
-Stages run in order; each is one template family: ewise, gemm, reduce, softmax, norm.
+Stages run in order; each is one template family: ewise, gemm, conv, reduce, softmax, norm.
 Reductions, softmax and norms read their input through a `src` program (a fused prologue) and
-write through an optional `epilogue`; a GEMM's epilogue is an in-place elementwise pass.
+write through an optional `epilogue`; a GEMM's or a convolution's is an in-place elementwise pass.
 """
 
 from __future__ import annotations
@@ -127,6 +127,23 @@ class GemmStage(_Stage):
     epilogue: Program | None = None
 
 
+class ConvStage(_Stage):
+    """A convolution of `spatial` dimensions (1-3), as cuDNN takes it: x (N, C, *spatial) and the
+    weight contiguous; a transposed one's weight is (C_in, C_out / groups, *kernel)."""
+
+    kind: Literal["conv"] = "conv"
+    x: View
+    w: View
+    out_shape: list[int]
+    spatial: int
+    stride: list[int]
+    padding: list[int]
+    dilation: list[int]
+    groups: int
+    transposed: bool = False
+    epilogue: Program | None = None
+
+
 ReduceOp = Literal["sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp"]
 
 
@@ -167,7 +184,7 @@ class NormStage(_Stage):
 
 
 Stage = Annotated[
-    EwiseStage | GemmStage | ReduceStage | SoftmaxStage | NormStage, Field(discriminator="kind")
+    EwiseStage | GemmStage | ConvStage | ReduceStage | SoftmaxStage | NormStage, Field(discriminator="kind")
 ]
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from agent.templates.families import Dimension, family_of, prefixed, stage_constants, stage_constraints
 from agent.templates.plan import (
+    ConvStage,
     EwiseStage,
     GemmStage,
     NormStage,
@@ -277,7 +278,7 @@ def initial_config(space: SlotSpace, makers: list[DecisionMaker], obs: Observati
 
 def stage_weight(stage: Stage) -> int:
     """How much a stage matters to the time: GEMMs first, then by elements read."""
-    if isinstance(stage, GemmStage):
+    if isinstance(stage, GemmStage | ConvStage):
         return 1 << 62
     if isinstance(stage, EwiseStage):
         return numel(stage.program.shape)

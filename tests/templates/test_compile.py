@@ -80,3 +80,36 @@ def test_solve_with_the_template_policy_submits_a_compiled_solution(
     assert (out / "solution" / "kernels" / "tune.json").is_file()
     assert '"compile"' in (out / "result.json").read_text()
     assert result.evaluation is not None and result.evaluation.compile.ok
+
+
+@pytest.mark.slow
+def test_the_convolution_template_compiles_with_several_slot_settings(
+    tmp_path: Path, build_cache: Path
+) -> None:
+    """cuDNN forward (2D, bias and activation in the epilogue; 3D depthwise, strided, dilated) and
+    backward-data (a grouped 1D transposed convolution), each with its slots varied."""
+    from agent.templates import recognize, trace_tasks
+    from agent.templates.plan import ConvStage
+
+    graph = trace_tasks([TASKS / "convs.py"])[0]
+    plan = recognize(graph)  # type: ignore[arg-type]
+    assert isinstance(plan, Plan) and [type(s) for s in plan.stages] == [ConvStage] * 3
+    space = SlotSpace(plan)
+    base = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
+    assert {base["S0_ALGO"], base["S0_MATH"]} == {0}  # cuDNN's first choice, full FP32
+    workspace = Workspace.create(tmp_path / "ws", parse_task(TASKS / "convs.py"))
+    variants = [{}, {"S0_ALGO": 2, "S0_EPI_VEC": 1, "S0_FAST": 1, "S1_ALGO": 3, "S2_EPI_BLOCK": 512}]
+    with open_sandbox("local", workspace=workspace.root, cache_dir=build_cache) as box:
+        for overrides in variants:
+            config = space.repair({**base, **overrides})
+            assert config is not None and space.valid(config)
+            for rel, text in instantiate(plan, config, tunable=space.tunable()).items():
+                target = workspace.root / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+            result = compile_solution(workspace, box, arch="sm_90", timeout=900)
+            assert result.ok, result.feedback()
+    source = (workspace.root / "kernels" / "s1_conv.cu").read_text()
+    assert "constexpr int kXDims[4] = {2, 8, 1, 33};" in source  # 1D as 2D of height 1
+    assert "constexpr int kWDims[4] = {8, 6, 1, 5};" in source  # (C_in, C_out / groups, 1, k)
+    assert "constexpr int64_t kTransposed = 1LL;" in source

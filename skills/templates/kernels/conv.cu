@@ -1,0 +1,173 @@
+// Convolution family: Y = conv(X, W) through cuDNN (1D as 2D of height 1, 2D, 3D; groups,
+// depthwise and pointwise included; a transposed convolution is cuDNN's backward-data of the
+// convolution it inverts), then the fused epilogue (bias, activation, scale, residual: any
+// elementwise chain) as one in-place pass over Y. Slots: MATH (compute: 0 full FP32, 1 TF32
+// tensor cores, offered only when the task allows TF32), ALGO (compute: which of cuDNN's
+// heuristic algorithms, 0 its first choice, falling back to the last one that applies),
+// EPI_BLOCK (config), EPI_VEC (memory) of the epilogue kernel.
+#include <cudnn.h>
+
+#include "tune_config.h"
+{{SLOTS}}
+#define T_FAST FAST
+#include "tk_common.cuh"
+
+static_assert(EPI_VEC == 1 || EPI_VEC == 2 || EPI_VEC == 4, "EPI_VEC must be 1, 2 or 4");
+
+namespace {
+
+{{CONSTANTS}}
+
+{{CONV_DIMS}}
+
+{{EPI}}
+
+__global__ void __launch_bounds__(EPI_BLOCK) epilogue_kernel(tk::Ptrs P, float* y, int64_t nvec) {
+  for (int64_t v = (int64_t)blockIdx.x * EPI_BLOCK + threadIdx.x; v < nvec; v += (int64_t)gridDim.x * EPI_BLOCK) {
+    float x[EPI_VEC];
+    tk::load_vec<EPI_VEC>(x, y + v * EPI_VEC);
+    float res[1][EPI_VEC];
+    epi<EPI_VEC>(P, v * EPI_VEC, x, res);
+    tk::store_vec<EPI_VEC>(y + v * EPI_VEC, res[0]);
+  }
+}
+
+__global__ void epilogue_tail(tk::Ptrs P, float* y, int64_t start) {
+  const int64_t i = start + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= kNumel) return;
+  float x[1] = {y[i]};
+  float res[1][1];
+  epi<1>(P, i, x, res);
+  y[i] = res[0][0];
+}
+
+// Descriptors, the chosen algorithm and its workspace, made once per device.
+struct ConvPlan {
+  bool ready = false;
+  bool failed = false;
+  cudnnHandle_t handle = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  int algo = 0;
+  size_t workspace = 0;
+};
+
+void packed_strides(const int* dims, int rank, int* strides) {
+  int step = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    strides[d] = step;
+    step *= dims[d];
+  }
+}
+
+bool make_plan(ConvPlan& p) {
+  const int rank = (int)kNd + 2;
+  int sx[5], sy[5];
+  packed_strides(kXDims, rank, sx);
+  packed_strides(kYDims, rank, sy);
+  if (cudnnCreate(&p.handle) != CUDNN_STATUS_SUCCESS) return false;
+  if (cudnnCreateTensorDescriptor(&p.x) != CUDNN_STATUS_SUCCESS ||
+      cudnnCreateTensorDescriptor(&p.y) != CUDNN_STATUS_SUCCESS ||
+      cudnnCreateFilterDescriptor(&p.w) != CUDNN_STATUS_SUCCESS ||
+      cudnnCreateConvolutionDescriptor(&p.conv) != CUDNN_STATUS_SUCCESS)
+    return false;
+  if (cudnnSetTensorNdDescriptor(p.x, CUDNN_DATA_FLOAT, rank, kXDims, sx) != CUDNN_STATUS_SUCCESS ||
+      cudnnSetTensorNdDescriptor(p.y, CUDNN_DATA_FLOAT, rank, kYDims, sy) != CUDNN_STATUS_SUCCESS ||
+      cudnnSetFilterNdDescriptor(p.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, rank, kWDims) != CUDNN_STATUS_SUCCESS)
+    return false;
+  if (cudnnSetConvolutionNdDescriptor(p.conv, (int)kNd, kPad, kStride, kDilation, CUDNN_CROSS_CORRELATION,
+                                      CUDNN_DATA_FLOAT) != CUDNN_STATUS_SUCCESS ||
+      cudnnSetConvolutionGroupCount(p.conv, (int)kGroups) != CUDNN_STATUS_SUCCESS ||
+      cudnnSetConvolutionMathType(p.conv, MATH ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH) != CUDNN_STATUS_SUCCESS)
+    return false;
+  int returned = 0;
+  bool found = false;
+  if (!kTransposed) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    if (cudnnGetConvolutionForwardAlgorithm_v7(p.handle, p.x, p.w, p.conv, p.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                               &returned, perf) != CUDNN_STATUS_SUCCESS)
+      return false;
+    for (int k = 0, usable = 0; k < returned; ++k) {
+      if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
+      p.algo = (int)perf[k].algo;
+      found = true;
+      if (usable++ == ALGO) break;
+    }
+    if (!found || cudnnGetConvolutionForwardWorkspaceSize(p.handle, p.x, p.w, p.conv, p.y,
+                                                          (cudnnConvolutionFwdAlgo_t)p.algo,
+                                                          &p.workspace) != CUDNN_STATUS_SUCCESS)
+      return false;
+  } else {
+    // Transposed: the task's input is the gradient of the convolution from the output back to it.
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    if (cudnnGetConvolutionBackwardDataAlgorithm_v7(p.handle, p.w, p.x, p.conv, p.y,
+                                                    CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
+                                                    perf) != CUDNN_STATUS_SUCCESS)
+      return false;
+    for (int k = 0, usable = 0; k < returned; ++k) {
+      if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
+      p.algo = (int)perf[k].algo;
+      found = true;
+      if (usable++ == ALGO) break;
+    }
+    if (!found || cudnnGetConvolutionBackwardDataWorkspaceSize(p.handle, p.w, p.x, p.conv, p.y,
+                                                               (cudnnConvolutionBwdDataAlgo_t)p.algo,
+                                                               &p.workspace) != CUDNN_STATUS_SUCCESS)
+      return false;
+  }
+  return true;
+}
+
+ConvPlan* plan_for_this_device() {
+  static ConvPlan plans[64];
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return nullptr;
+  ConvPlan& p = plans[device];
+  if (!p.ready && !p.failed) {
+    p.ready = make_plan(p);
+    p.failed = !p.ready;
+  }
+  return p.ready ? &p : nullptr;
+}
+
+}  // namespace
+
+extern "C" size_t {{NS}}_scratch_bytes() {
+  ConvPlan* p = plan_for_this_device();
+  return p != nullptr ? p->workspace : 0;
+}
+
+extern "C" cudaError_t {{NS}}_launch(const float* const* ins, void* const* outs, void* scratch,
+                                     cudaStream_t stream) {
+  tk::Ptrs P{};
+{{BIND_INPUTS}}
+  const float* x = ins[0] + kOffsetX;
+  const float* w = ins[1] + kOffsetW;
+  float* y = static_cast<float*>(outs[0]);
+  ConvPlan* p = plan_for_this_device();
+  if (p == nullptr) return cudaErrorInitializationError;
+  if (p->workspace > 0 && scratch == nullptr) return cudaErrorInvalidValue;
+  if (cudnnSetStream(p->handle, stream) != CUDNN_STATUS_SUCCESS) return cudaErrorUnknown;
+  const float alpha = 1.0f, beta = 0.0f;
+  const cudnnStatus_t status =
+      kTransposed ? cudnnConvolutionBackwardData(p->handle, &alpha, p->w, w, p->x, x, p->conv,
+                                                 (cudnnConvolutionBwdDataAlgo_t)p->algo, scratch, p->workspace,
+                                                 &beta, p->y, y)
+                  : cudnnConvolutionForward(p->handle, &alpha, p->x, x, p->w, w, p->conv,
+                                            (cudnnConvolutionFwdAlgo_t)p->algo, scratch, p->workspace, &beta,
+                                            p->y, y);
+  if (status != CUDNN_STATUS_SUCCESS) return cudaErrorUnknown;
+  if (kEpilogue) {
+    const int64_t nvec = kNumel / EPI_VEC;
+    if (nvec > 0) {
+      int64_t blocks = (nvec + EPI_BLOCK - 1) / EPI_BLOCK;
+      const int64_t cap = (int64_t)kSmCount * 16;
+      if (blocks > cap) blocks = cap;
+      epilogue_kernel<<<(unsigned)blocks, EPI_BLOCK, 0, stream>>>(P, y, nvec);
+    }
+    const int64_t rest = kNumel - nvec * EPI_VEC;
+    if (rest > 0) epilogue_tail<<<(unsigned)((rest + 255) / 256), 256, 0, stream>>>(P, y, nvec * EPI_VEC);
+  }
+  return cudaGetLastError();
+}
