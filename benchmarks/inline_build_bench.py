@@ -49,6 +49,14 @@ print(json.dumps({{"import_s": time.monotonic() - start}}))
 """
 
 
+def _tier_of(ninja: str) -> str:
+    """Which copy of the .cu the build used (inline_build's tiers), or the original."""
+    for tier in ("min", "lean"):
+        if f".{tier}.cu" in ninja:
+            return f"{tier} .cu"
+    return "full .cu"
+
+
 def import_seconds(solution: Path, build_dir: str, box: Sandbox, arch: str) -> tuple[float, float]:
     """(the import itself, the whole fresh process with `import torch`), in the sandbox the
     candidate runs in: its environment decides torch's build commands, and so whether ninja rebuilds."""
@@ -120,7 +128,7 @@ def main() -> int:
         how = ", ".join(
             label
             for label, present in (
-                ("lean .cu" if ".lean.cu" in ninja else "full .cu", True),
+                (_tier_of(ninja), True),
                 ("slim Functions.h", "kernel_agent_aten" in ninja),
                 ("nvcc --threads 2", "--threads 2" in ninja),
                 ("PCH", "-Winvalid-pch" in ninja),

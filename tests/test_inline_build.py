@@ -1,7 +1,7 @@
 """KernelBench single files through our toolchain (sandbox/workers/inline_build.py): the edits to
-torch's build.ninja, a real load_inline build with the lean .cu and the precompiled header, the
-candidate's import of it without any compiler run (build once), and the fallback to the solution
-as written when the lean build fails."""
+torch's build.ninja, real load_inline builds with the min and lean .cu and the precompiled
+header, the candidate's import of them without any compiler run (build once), and the fallback
+from tier to tier down to the solution as written."""
 
 from __future__ import annotations
 
@@ -53,7 +53,9 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return relu.relu_cuda(x)
 '''
-# torch::nn::functional lives in torch/all.h, which the lean .cu does not parse.
+# TensorIndexing is in ATen.h (the lean tier) but not in the min tier's narrowed set.
+NEEDS_ATEN_H = "if (n < 0) { y = x.index({torch::indexing::Slice(0, 1)}); }"
+# torch::nn::functional lives in torch/all.h, which neither the min nor the lean .cu parses.
 NEEDS_ALL_H = "if (n < 0) { y = torch::nn::functional::relu(x); }"
 # A plain mistake: both the lean and the original build fail on it, at the same line.
 TYPO = "int64_t m = q;"
@@ -102,6 +104,7 @@ nvcc = /usr/local/cuda/bin/nvcc
 cflags = -DTORCH_EXTENSION_NAME=ext -isystem /torch/include -fPIC -std=c++17
 post_cflags =
 cuda_cflags = -DTORCH_EXTENSION_NAME=ext -O3
+cuda_post_cflags = --compiler-options '-fPIC'
 
 rule compile
   command = $cxx -MMD -MF $out.d $cflags -c $in -o $out $post_cflags
@@ -170,7 +173,8 @@ def test_unlean_switches_back_to_the_original_and_remembers_it(
     monkeypatch.setattr(inline_build, "_precompiled_extension_h", lambda variables, cache: None)
     ninja = write_torch_build(tmp_path / "ext", tmp_path / "user")
     inline_build.route(ninja, tmp_path / "cache")
-    assert inline_build.unlean(ninja)
+    assert "cuda.lean.cu" in ninja.read_text()  # no torch headers found: no min tier
+    assert inline_build.unlean(ninja, tmp_path / "cache")
     assert "cuda.lean.cu" not in ninja.read_text()
     ninja.write_text(TORCH_NINJA.format(dir=tmp_path / "ext", outside=tmp_path / "user"))
     inline_build.route(ninja, tmp_path / "cache")  # a later process: straight to the original
@@ -178,6 +182,70 @@ def test_unlean_switches_back_to_the_original_and_remembers_it(
     (tmp_path / "ext" / "cuda.cu").write_text((tmp_path / "ext" / "cuda.cu").read_text() + "int edited;\n")
     inline_build.route(ninja, tmp_path / "cache")  # an edit is tried lean again
     assert "cuda.lean.cu" in ninja.read_text()
+
+
+def fake_torch_headers(root: Path) -> Path:
+    """An include folder with torch's two headers the tiers read: enough for route(), no nvcc."""
+    (root / "ATen").mkdir(parents=True)
+    (root / "ATen" / "Functions.h").write_text(
+        "#pragma once\n#include <ATen/Context.h>\n#include <ATen/ops/empty.h>\n#include <ATen/ops/abs.h>\n"
+    )
+    (root / "torch").mkdir()
+    (root / "torch" / "types.h").write_text(
+        "#pragma once\n#include <ATen/ATen.h>\n#include <torch/csrc/autograd/variable.h>\n"
+        "#include <torch/library.h>\nnamespace torch { using namespace at; }\n"
+    )
+    return root
+
+
+def test_tiers_min_then_lean_then_the_original_each_failure_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inline_build, "_precompiled_extension_h", lambda variables, cache: None)
+    monkeypatch.setattr(inline_build.slim_aten, "header_operators", lambda *args, **kwargs: set())
+    include = fake_torch_headers(tmp_path / "include")
+    ext = tmp_path / "ext"
+    ninja = write_torch_build(ext, tmp_path / "user")
+    ninja.write_text(ninja.read_text().replace("cuda_cflags = ", f"cuda_cflags = -isystem {include} "))
+    slim_flag = f"-I{ext / 'kernel_agent_aten'}"
+
+    inline_build.route(ninja, tmp_path / "cache")
+    text = ninja.read_text()
+    assert f"cuda_compile {ext / 'cuda.min.cu'}" in text and slim_flag in text
+    lines = (ext / "cuda.min.cu").read_text().split("\n")
+    assert lines[0] == lines[3] == "#include <kernel_agent_torch.h>" and lines[4] == "int g;"
+    header = (ext / "kernel_agent_aten" / "kernel_agent_torch.h").read_text()
+    assert "<ATen/core/Tensor.h>" in header and "<ATen/ATen.h>" not in header
+    assert "torch/library.h" not in header and "autograd/variable.h" not in header
+    assert "namespace torch { using namespace at; }" in header
+
+    assert inline_build.unlean(ninja, tmp_path / "cache")  # the min build failed: lean next
+    text = ninja.read_text()
+    assert f"cuda_compile {ext / 'cuda.lean.cu'}" in text and text.count(slim_flag) == 1
+    assert inline_build.unlean(ninja, tmp_path / "cache")  # lean failed too: the original
+    text = ninja.read_text()
+    assert f"cuda_compile {ext / 'cuda.cu'}" in text and slim_flag not in text
+    assert not inline_build.unlean(ninja, tmp_path / "cache")
+
+    ninja.write_text(
+        TORCH_NINJA.format(dir=ext, outside=tmp_path / "user").replace(
+            "cuda_cflags = ", f"cuda_cflags = -isystem {include} "
+        )
+    )
+    inline_build.route(ninja, tmp_path / "cache")  # the candidate's import: the same decision
+    assert ninja.read_text() == text
+    (ext / "cuda.cu").write_text((ext / "cuda.cu").read_text() + "int edited;\n")
+    inline_build.route(ninja, tmp_path / "cache")  # an edit starts over at the min tier
+    assert f"cuda_compile {ext / 'cuda.min.cu'}" in ninja.read_text()
+
+
+def test_min_header_keeps_torch_factories_only_where_requires_grad_is_named() -> None:
+    types_h = "#include <ATen/ATen.h>\n#include <torch/csrc/autograd/generated/variable_factories.h>\n"
+    plain = inline_build.slim_aten.min_header(types_h, ["auto y = torch::empty_like(x);"])
+    graded = inline_build.slim_aten.min_header(types_h, ["torch::empty({1}, o.requires_grad(true));"])
+    assert plain is not None and "variable_factories" not in plain
+    assert graded is not None and "variable_factories" in graded
+    assert inline_build.slim_aten.min_header("#include <ATen/Everything.h>\n", []) is None
 
 
 # -- real builds ------------------------------------------------------------------------------
@@ -198,7 +266,7 @@ def test_a_generation_builds_lean_with_the_pch_and_the_candidate_import_runs_no_
     assert built.ok, built.feedback()
     folder = Path(built.build_dir) / "relu_generation"
     ninja = (folder / "build.ninja").read_text()
-    assert "cuda.lean.cu" in ninja and "-Winvalid-pch" in ninja
+    assert "cuda.min.cu" in ninja and "-Winvalid-pch" in ninja
     assert list((cache / "inline_pch").glob(f"*/{inline_build.PCH_HEADER}.gch"))
     entries = ninja_log_entries(built.build_dir, "relu_generation")
     so = folder / "relu_generation.so"
@@ -221,8 +289,25 @@ def test_a_generation_that_needs_all_of_libtorch_builds_as_written(tmp_path: Pat
     )
     assert built.ok, built.feedback()
     folder = Path(built.build_dir) / "relu_generation"
-    assert "cuda.lean.cu" not in (folder / "build.ninja").read_text()
-    assert (folder / f"cuda.cu{inline_build.FULL_MARK}").is_file()
+    ninja = (folder / "build.ninja").read_text()
+    assert "cuda.min.cu" not in ninja and "cuda.lean.cu" not in ninja
+    assert (folder / f"cuda.cu{inline_build.FAILED_MARK}").read_text().split()[::2] == ["min", "lean"]
+    entries = ninja_log_entries(built.build_dir, "relu_generation")
+    assert import_like_the_candidate(path, built.build_dir, cache)["exposed"] is True
+    assert ninja_log_entries(built.build_dir, "relu_generation") == entries
+
+
+@pytest.mark.slow
+def test_a_generation_that_needs_more_of_aten_builds_lean(tmp_path: Path, cache: Path) -> None:
+    path = tmp_path / "needs_aten_h.py"
+    path.write_text(GENERATION.replace("BODY", NEEDS_ATEN_H))
+    solution = SingleFileSolution(path)
+    built = compile_solution(
+        solution, open_sandbox("local", workspace=solution.root, cache_dir=cache), arch="sm_90"
+    )
+    assert built.ok, built.feedback()
+    folder = Path(built.build_dir) / "relu_generation"
+    assert "cuda.lean.cu" in (folder / "build.ninja").read_text()
     entries = ninja_log_entries(built.build_dir, "relu_generation")
     assert import_like_the_candidate(path, built.build_dir, cache)["exposed"] is True
     assert ninja_log_entries(built.build_dir, "relu_generation") == entries

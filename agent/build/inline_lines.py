@@ -37,7 +37,7 @@ def locate(diagnostics: list[Diagnostic], solution: Path) -> list[Diagnostic]:
         return diagnostics
     located = []
     for diag in diagnostics:
-        generated = "cuda.cu" if diag.file == "cuda.lean.cu" else diag.file
+        generated = "cuda.cu" if diag.file in ("cuda.min.cu", "cuda.lean.cu") else diag.file
         span = next(
             (
                 s
