@@ -36,6 +36,8 @@ def kernel_base_name(profiled: str) -> str:
     if name.startswith("_Z"):
         return _demangled_last_name(name)
     name = re.sub(r"^(?:void|static|__global__)\s+", "", name)
+    # A kernel in an unnamed namespace (the template library's) demangles with parentheses first.
+    name = name.replace("(anonymous namespace)::", "")
     depth, cut = 0, len(name)
     for index, char in enumerate(name):  # drop template arguments and the parameter list
         if char == "<":
