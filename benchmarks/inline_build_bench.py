@@ -142,8 +142,13 @@ def main() -> int:
         if index:
             colds.append(built.duration_s)
         imports.append(own)
+        phases = built.worker_phases
+        inside = " / ".join(
+            f"{phases[key]:.2f}" if key in phases else "-"
+            for key in ("import_torch_s", "solution_s", "worker_s")
+        )
         rows.append(
-            f"| {source.name} | {kind} | {built.duration_s:.2f} | {how} | {own:.2f} | {process:.2f} | {rebuilt} |"
+            f"| {source.name} | {kind} | {built.duration_s:.2f} | {inside} | {how} | {own:.2f} | {process:.2f} | {rebuilt} |"
         )
         print(rows[-1], flush=True)
     baseline = torch_baseline(args.solutions[0], scratch, args.arch) if args.torch_baseline else None
@@ -167,8 +172,9 @@ def main() -> int:
         "- solutions: written by `benchmarks/kb_corpus.py` (torch/extension.h in the CUDA source, each its own "
         "extension); one build at a time",
         "",
-        "| solution | build | build s | how | import s | import process s (with `import torch`) | compiler runs in import |",
-        "|---|---|---|---|---|---|---|",
+        "| solution | build | build s | in the worker s: import torch / the file (load_inline) / all | how "
+        "| import s | import process s (with `import torch`) | compiler runs in import |",
+        "|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]

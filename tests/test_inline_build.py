@@ -239,6 +239,17 @@ def test_tiers_min_then_lean_then_the_original_each_failure_remembered(
     assert f"cuda_compile {ext / 'cuda.min.cu'}" in ninja.read_text()
 
 
+def test_worker_phases_keep_only_numbers_from_the_sandbox() -> None:
+    from agent.build.compile import _worker_phases
+
+    record = {"ok": True, "log": "", "mode": "configure", "module": None, "duration_s": 3.0, "niceness": 10}
+    assert _worker_phases({**record, "phases": {"import_torch_s": 1.0, "x": "no", "y": True}}) == {
+        "worker_s": 3.0,
+        "import_torch_s": 1.0,
+    }
+    assert _worker_phases({**record, "phases": ["not", "a", "dict"]}) == {"worker_s": 3.0}  # type: ignore[typeddict-item]
+
+
 def test_min_header_keeps_torch_factories_only_where_requires_grad_is_named() -> None:
     types_h = "#include <ATen/ATen.h>\n#include <torch/csrc/autograd/generated/variable_factories.h>\n"
     plain = inline_build.slim_aten.min_header(types_h, ["auto y = torch::empty_like(x);"])
@@ -264,6 +275,8 @@ def test_a_generation_builds_lean_with_the_pch_and_the_candidate_import_runs_no_
     box = open_sandbox("local", workspace=solution.root, cache_dir=cache)
     built = compile_solution(solution, box, arch="sm_90")
     assert built.ok, built.feedback()
+    phases = built.worker_phases  # where a build's time went, for the benchmarks
+    assert phases["import_torch_s"] + phases["solution_s"] <= phases["worker_s"] <= built.duration_s
     folder = Path(built.build_dir) / "relu_generation"
     ninja = (folder / "build.ninja").read_text()
     assert "cuda.min.cu" in ninja and "-Winvalid-pch" in ninja

@@ -50,6 +50,12 @@ class CompileResult(BaseModel):
     warning_count: int = 0
     message: str = ""
     log_path: str | None = Field(default=None, description="full build log on the host")
+    worker_phases: dict[str, float] = Field(
+        default_factory=dict,
+        description="seconds inside the build worker: worker_s (all of it) and, for a single file, "
+        "import_torch_s and solution_s (running the file: load_inline's build); the rest of "
+        "duration_s is starting the sandbox and Python",
+    )
 
     def feedback(self, max_errors: int = 5) -> str:
         """What the model reads: success with timing, or the first real errors."""
@@ -176,10 +182,22 @@ def compile_solution(
         status=status,
         mode=record.get("mode", ""),
         duration_s=duration,
+        worker_phases=_worker_phases(record),
         warning_count=warnings,
         log_path=log_path,
         **common,
     )
+
+
+def _worker_phases(record: BuildResult) -> dict[str, float]:
+    """The worker's own timings, numbers only (the record comes from the sandbox)."""
+    reported = record.get("phases")
+    phases = {"worker_s": record.get("duration_s"), **(reported if isinstance(reported, dict) else {})}
+    return {
+        str(name): float(value)
+        for name, value in phases.items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    }
 
 
 def _syntax_error(solution: Solution) -> Diagnostic | None:

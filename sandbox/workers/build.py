@@ -122,8 +122,13 @@ def build_single_file(spec: SingleFileBuildSpec) -> BuildOutcome:
 
     build_dir = Path(spec["build_dir"])
     os.environ["TORCH_EXTENSIONS_DIR"] = str(build_dir)
+    started = time.monotonic()
+    import torch  # noqa: F401  timed apart: seconds in a fresh process on some machines
+
+    phases = {"import_torch_s": time.monotonic() - started}
     inline_build.install(spec["cache_dir"])
     with exclusive(build_dir):
+        started = time.monotonic()
         try:
             runpy.run_path(spec["solution"], run_name="__kernel_agent_solution__")
         except BaseException as exc:
@@ -135,7 +140,8 @@ def build_single_file(spec: SingleFileBuildSpec) -> BuildOutcome:
                 "mode": "configure",
                 "module": None,
             }
-    return {"ok": True, "log": "", "mode": "configure", "module": None}
+        phases["solution_s"] = time.monotonic() - started
+    return {"ok": True, "log": "", "mode": "configure", "module": None, "phases": phases}
 
 
 def add_toolchain(spec: BuildSpec) -> None:

@@ -281,6 +281,7 @@ class BuildOutcome(TypedDict):
     mode: str
     module: str | None
     pch: NotRequired[bool]  # whether the precompiled torch header was usable (configure only)
+    phases: NotRequired[dict[str, float]]  # single files: import_torch_s, solution_s (its load_inline)
 
 
 class BuildResult(BuildOutcome):
