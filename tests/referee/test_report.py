@@ -149,7 +149,10 @@ def test_kernel_names_from_sources_and_profiles() -> None:
     profiled = "(anonymous namespace)::norm_apply(tk::Ptrs, tk::Stats const*, float*)"
     assert kernel_base_name(profiled) == "norm_apply"
     assert kernel_origin(profiled, {"norm_apply", "norm_partial"}) == "own"
-    assert kernel_base_name("void (anonymous namespace)::ewise_kernel<4>(tk::Ptrs, Outs, long)") == "ewise_kernel"
+    assert (
+        kernel_base_name("void (anonymous namespace)::ewise_kernel<4>(tk::Ptrs, Outs, long)")
+        == "ewise_kernel"
+    )
     assert kernel_origin("Memcpy DtoD (Device -> Device)", set()) == "memory"
     assert kernel_origin("triton_poi_fused_relu_0", set()) == "triton"
     rows, share = kernel_breakdown([], 1, set())

@@ -317,7 +317,8 @@ def test_real_daemon_takes_the_mapping(tmp_path: Path, docker_client: Any, test_
         )
     assert probe.ok, probe.stderr
     lines = probe.stdout.splitlines()
-    assert sorted(lines[0].split()) == ["nvidia-uvm", "nvidia1", "nvidiactl"]  # not nvidia0 (the image's locale orders `sort`)
+    # Not nvidia0; sorted here, as the image's locale orders `sort` its own way.
+    assert sorted(lines[0].split()) == ["nvidia-uvm", "nvidia1", "nvidiactl"]
     null = os.stat("/dev/null").st_rdev
     assert lines[1] == f"{os.major(null):x}:{os.minor(null):x}"
     assert lines[2:] == [CONTAINER_LIB_DIR, "not really libcuda", "read-only", "writable-node"]
