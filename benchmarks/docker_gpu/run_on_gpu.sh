@@ -17,9 +17,11 @@
 #   7. agent eval --sandbox local             (the same, for comparison)
 #   8. pytest -m docker tests/sandbox          (the docker contract suite on the host-stack image)
 #   9. docker_vs_local.py                     (per-evaluation overhead table; DOCKER_GPU_BENCH=0 skips)
-# tests/referee and tests/adversarial judge in the local sandbox only (their fixtures open
-# "local"; there is no option to choose), so the referee's verdict in docker is step 6 and the
-# adversarial candidates' is step 9 (--adversarial).
+#  10. solve_docker: agent solve --model templates --sandbox docker on 19_ReLU (a scripted session)
+#  11. adversarial_docker: the whole adversarial suite judged in docker (KERNEL_AGENT_SUITE_SANDBOX)
+# Steps 10-11 do not fit one call after 1-9: run them in a second call on the warm machine,
+#   DOCKER_GPU_STEPS="start_dockerd image solve_docker adversarial_docker" bash benchmarks/docker_gpu/run_on_gpu.sh
+# tests/referee judges in the local sandbox only, so the referee's verdict in docker is step 6.
 # DOCKER_GPU_STEPS="image eval_docker ..." runs only the steps named (a second call on a warm
 # machine, say: dockerd and the image are kept). At the end: $OUT/docker_gpu/summary.md (each step's exit status and time). Nothing here says
 # whether a GPU was used: read the logs.
@@ -119,6 +121,20 @@ fi
 if [ "$image_rc" = 0 ] && [ "${DOCKER_GPU_BENCH:-1}" = 1 ]; then
     step 240 docker_vs_local python3 benchmarks/docker_gpu/docker_vs_local.py --runs "${DOCKER_GPU_RUNS:-3}" \
         --adversarial "${DOCKER_GPU_ADVERSARIAL:-6}" --out "$out/docker_vs_local_h200.md"
+fi
+
+# 10. One agent session in docker: the built-in template policy (scripted, no key) on the ReLU task
+if [ "$image_rc" = 0 ]; then
+    step 240 solve_docker python3 -m agent.cli.app solve benchmarks/tasks/level1/19_ReLU.py --model templates \
+        --sandbox docker --out "$work/solve_docker"
+    cp "$work/solve_docker/result.json" "$out/solve_docker_result.json" 2>/dev/null
+fi
+
+# 11. The adversarial suite, every candidate built and judged in docker
+if [ "$image_rc" = 0 ]; then
+    KERNEL_AGENT_SUITE_SANDBOX=docker KERNEL_AGENT_SUITE_OUT="$out/adversarial_docker_suite.txt" \
+        step 540 adversarial_docker python3 -m pytest -m gpu tests/adversarial/test_suite.py -q --tb=line \
+        -p no:cacheprovider
 fi
 
 docker ps -a >"$out/docker_ps.txt" 2>&1

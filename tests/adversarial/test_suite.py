@@ -5,7 +5,9 @@ get the verdict its expected.json names. Run with:
     KERNEL_AGENT_SUITE_OUT=suite.txt pytest -m gpu tests/adversarial -q
 
 KERNEL_AGENT_SUITE_SHARD=i/n runs every n-th candidate from the i-th (each shard times its own
-baselines), for machines that limit one command's wall time.
+baselines), for machines that limit one command's wall time. KERNEL_AGENT_SUITE_SANDBOX=docker
+builds and judges every candidate in the docker sandbox instead of the local one (its image from
+KERNEL_AGENT_IMAGE, as `agent eval --sandbox docker`).
 
 Wall time is kept low: every CUDA workspace is compiled up front in parallel (evaluate then finds
 it up to date), then SUITE_CONCURRENCY evaluations run at once on the GPU (the referee's GPU gate
@@ -46,6 +48,7 @@ pytestmark = [
 SUITE_TIMING = TimingConfig(warmup_ms=10, min_warmup=3, target_ms=40, min_reps=10, max_reps=60, max_seconds=8)
 TRIALS = 2
 SUITE_CONCURRENCY = int(os.environ.get("KERNEL_AGENT_SUITE_CONCURRENCY", "4"))
+SUITE_SANDBOX = os.environ.get("KERNEL_AGENT_SUITE_SANDBOX", "local")
 CANDIDATES = sorted(load_candidates(), key=lambda c: (c.name.startswith("d6"), c.expected["task"], c.name))
 
 
@@ -77,7 +80,7 @@ def built(request: pytest.FixtureRequest, suite_dir: Path, tasks: dict[str, Task
     paths = {c.name: materialize(c, tasks[c.expected["task"]], suite_dir / c.name) for c in CANDIDATES}
 
     def build(name: str) -> tuple[str, bool]:
-        with open_sandbox("local", workspace=paths[name]) as box:
+        with open_sandbox(SUITE_SANDBOX, workspace=paths[name]) as box:
             return name, compile_solution(open_solution(paths[name]), box, timeout=900).ok
 
     selected = {
@@ -125,6 +128,7 @@ def judge(
             timing=SUITE_TIMING,
             run_timeout_s=300.0,
         ),
+        sandbox=SUITE_SANDBOX,
         baseline_cache=baselines,
     )
 
