@@ -85,6 +85,24 @@ def compiler_runs(build_dir: str) -> int:
     )
 
 
+def ninja_edges(build_dir: str) -> str:
+    """Each compiler run of the build from ninja's own log (output: seconds) and the span of all:
+    where a build's time went when the worker's total is far above the compiler's."""
+    edges, starts, ends = [], [], []
+    for log in Path(build_dir).glob("*/.ninja_log"):
+        for line in log.read_text().splitlines():
+            fields = line.split("\t")
+            if line.startswith("#") or len(fields) < 4:
+                continue
+            start, end = int(fields[0]) / 1e3, int(fields[1]) / 1e3
+            starts.append(start)
+            ends.append(end)
+            edges.append(f"{Path(fields[3]).name} {end - start:.1f}")
+    if not edges:
+        return "-"
+    return f"{', '.join(edges)} (span {max(ends) - min(starts):.1f})"
+
+
 def torch_baseline(solution: Path, scratch: Path, arch: str) -> float:
     """torch's own load_inline, no routing: a fresh TORCH_EXTENSIONS_DIR, the same import."""
     env = {**os.environ, "TORCH_CUDA_ARCH_LIST": arch, "TORCH_EXTENSIONS_DIR": str(scratch / "torch-ext")}
@@ -135,6 +153,7 @@ def main() -> int:
             )
             if present
         )
+        edges = ninja_edges(built.build_dir)
         runs_before = compiler_runs(built.build_dir)
         own, process = import_seconds(path, built.build_dir, box, args.arch)
         rebuilt = compiler_runs(built.build_dir) - runs_before
@@ -148,7 +167,7 @@ def main() -> int:
             for key in ("import_torch_s", "solution_s", "worker_s")
         )
         rows.append(
-            f"| {source.name} | {kind} | {built.duration_s:.2f} | {inside} | {how} | {own:.2f} | {process:.2f} | {rebuilt} |"
+            f"| {source.name} | {kind} | {built.duration_s:.2f} | {inside} | {edges} | {how} | {own:.2f} | {process:.2f} | {rebuilt} |"
         )
         print(rows[-1], flush=True)
     baseline = torch_baseline(args.solutions[0], scratch, args.arch) if args.torch_baseline else None
@@ -172,9 +191,10 @@ def main() -> int:
         "- solutions: written by `benchmarks/kb_corpus.py` (torch/extension.h in the CUDA source, each its own "
         "extension); one build at a time",
         "",
-        "| solution | build | build s | in the worker s: import torch / the file (load_inline) / all | how "
+        "| solution | build | build s | in the worker s: import torch / the file (load_inline) / all "
+        "| ninja's compiler runs s | how "
         "| import s | import process s (with `import torch`) | compiler runs in import |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]

@@ -10,7 +10,8 @@
 # `start` copies the repository to /tmp first (each device call lays the working tree out anew)
 # and runs the batch in its own process session, which outlives the call while the machine stays
 # held; `wait` follows it for up to SECONDS and packs what it wrote so far into $OUT/kb_batch.tgz.
-# Env: KB (default .kb), BATCH_ARGS (extra `agent batch` flags), LEVELS (default "1 2 3").
+# Env: KB (default .kb), BATCH_ARGS (extra `agent batch` flags), LEVELS (default "1 2 3"),
+# MODEL (e.g. templates: run that agent on every task instead of judging the corpus, issue 19).
 set -u
 RUN=/tmp/kb-batch
 case "${1:-}" in
@@ -25,11 +26,16 @@ start)
         export PYTHONUNBUFFERED=1 COLUMNS=160
         nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -l 1 > "$out/gpu.csv" 2>/dev/null &
         folders=(); for level in ${LEVELS:-1 2 3}; do folders+=("$kb/level$level"); done
-        python3 benchmarks/kb_corpus.py --kernelbench "$kb" --levels ${LEVELS:-1 2 3} --out "$corpus" \
-            | grep -v "^  note" > "$out/corpus.log"
-        echo "batch start $(date -u +%FT%TZ)" > "$out/batch.log"
+        if [ -n "${MODEL:-}" ]; then
+            what=(--model "$MODEL")
+        else
+            python3 benchmarks/kb_corpus.py --kernelbench "$kb" --levels ${LEVELS:-1 2 3} --out "$corpus" \
+                | grep -v "^  note" > "$out/corpus.log"
+            what=(--solutions "$corpus" --policy kernelbench)
+        fi
+        echo "batch start $(date -u +%FT%TZ): ${what[*]} ${BATCH_ARGS:-}" > "$out/batch.log"
         started=$(date +%s)
-        python3 -m agent.cli.app batch "${folders[@]}" --solutions "$corpus" --policy kernelbench \
+        python3 -m agent.cli.app batch "${folders[@]}" "${what[@]}" \
             --out "$run/batch" --quiet ${BATCH_ARGS:-} >> "$out/batch.log" 2>&1
         status=$?
         echo "batch exit $status after $(( $(date +%s) - started )) s, $(date -u +%FT%TZ)" >> "$out/batch.log"
