@@ -44,7 +44,9 @@ def remove_leftover_containers(client: Any) -> list[str]:
     """Remove labelled containers whose owner process (on this host) is gone."""
     removed: list[str] = []
     host = socket.gethostname()
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
+    # ignore_removed: another sandbox of this process may remove its container between docker-py's
+    # listing and its per-container inspect (sandboxes opened and closed from several threads).
+    for container in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         owner = container.labels.get(OWNER_LABEL, "")
         owner_host, _, rest = owner.partition(":")
         pid, _, started = rest.partition(":")

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -263,6 +264,30 @@ def test_containers_go_at_exit_and_after_a_crash(tmp_path: Path, docker_client: 
     assert container_id in labelled(docker_client)  # no atexit after SIGKILL...
     remove_leftover_containers(docker_client)
     assert container_id not in labelled(docker_client)  # ...so the next harness removes it
+
+
+@pytest.mark.docker
+def test_sandboxes_open_and_close_from_many_threads(
+    tmp_path: Path, docker_client: Any, test_image: str
+) -> None:
+    """The batch and the adversarial suite open sandboxes from a thread pool: one closing (its
+    container removed) while another lists the leftovers must not fail the other's opening."""
+
+    def open_and_close(index: int) -> None:
+        workspace = tmp_path / f"w{index}"
+        workspace.mkdir()
+        for _ in range(3):
+            with open_real(workspace, docker_client, test_image) as box:
+                assert box.exec(["echo", str(index)], timeout=30).stdout == f"{index}\n"
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        list(pool.map(open_and_close, range(6)))  # re-raises the first failure
+    mine = [
+        c
+        for c in docker_client.containers.list(all=True, filters={"label": LABEL})
+        if c.labels.get("kernel-agent.workspace", "").startswith(str(tmp_path))
+    ]
+    assert not mine  # each removed on close
 
 
 @pytest.mark.docker
