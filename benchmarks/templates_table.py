@@ -1,0 +1,257 @@
+"""Issue 19's tables from an `agent batch --model templates` store: per level (fast_p against eager
+and torch.compile, geomean, wall time and evaluations per task) and per template family (tasks,
+correct, fast_1 against torch.compile beyond the referee's noise band, best and median speedup, and
+where the candidate sits against the memory-bandwidth floor of the task).
+
+    python benchmarks/templates_table.py runs/batch/store.sqlite --kernelbench ../shared/kernelbench \
+        --out benchmarks/results/templates_h200.md
+
+Each task's family is the template library's own (agent.templates: traced on meta tensors here, no
+GPU), so the tables can be made on any machine from a store that came back from the GPU. A task
+counts once, with its final evaluation (the submitted candidate, judged again). A correct verdict
+carrying one of the RL reward's hack flags (agent/rl/reward.py, e.g. `own_kernels_never_ran` for a
+GEMM or convolution that is cuBLAS or cuDNN alone) is shown as correct but never as faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import sqlite3
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from agent.rl.reward import HACK_FLAGS  # noqa: E402
+from agent.templates import NotCovered, recognize  # noqa: E402
+from agent.templates.graph import TraceError, trace_tasks  # noqa: E402
+
+P_VALUES = (0.0, 1.0, 1.05, 1.5, 2.0)
+
+
+@dataclass
+class TaskRow:
+    level: int
+    name: str
+    family: str | None  # None: not covered by the library
+    finished: bool
+    correct: bool = False
+    flags: tuple[str, ...] = ()
+    eager: float | None = None
+    compile: float | None = None
+    faster_eager: bool = False  # the referee's noise-aware call, and no hack flag
+    faster_compile: bool = False
+    floor_share: float | None = None  # memory floor / candidate time: 1.0 is at the floor
+    wall_s: float = 0.0
+    evaluations: int = 0
+
+    @property
+    def clean(self) -> bool:
+        return self.correct and not (set(self.flags) & HACK_FLAGS)
+
+
+def load_rows(store: Path, kernelbench: Path) -> list[TaskRow]:
+    db = sqlite3.connect(store)
+    db.row_factory = sqlite3.Row
+    attempts = db.execute(
+        "SELECT a.id, a.status, a.wall_s, t.name, t.level FROM attempts a JOIN tasks t ON a.task_key = t.key"
+    ).fetchall()
+    paths = [kernelbench / f"level{a['level']}" / f"{a['name']}.py" for a in attempts]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise SystemExit(
+            f"--kernelbench {kernelbench}: no task file {missing[0]} (and {len(missing) - 1} more)"
+        )
+    families = {}
+    for path, graph in zip(paths, trace_tasks(paths), strict=True):
+        plan = (
+            NotCovered(task=path.stem, reason=str(graph))
+            if isinstance(graph, TraceError)
+            else recognize(graph)
+        )
+        families[path] = None if isinstance(plan, NotCovered) else plan.family
+    rows = []
+    for attempt, path in zip(attempts, paths, strict=True):
+        evaluations = db.execute(
+            "SELECT role, result_json FROM evaluations WHERE attempt_id = ? ORDER BY id", (attempt["id"],)
+        ).fetchall()
+        row = TaskRow(
+            level=attempt["level"],
+            name=attempt["name"],
+            family=families[path],
+            finished=attempt["status"] == "done",
+            wall_s=attempt["wall_s"] or 0.0,
+            evaluations=sum(e["role"] != "final" for e in evaluations),
+        )
+        final = next((e for e in reversed(evaluations) if e["role"] == "final"), None)
+        if final is not None:
+            fill(row, json.loads(final["result_json"]))
+        rows.append(row)
+    return rows
+
+
+def fill(row: TaskRow, result: dict) -> None:
+    row.correct = result["verdict"] == "correct"
+    perf = result.get("performance") or {}
+    row.flags = tuple(f["code"] for f in perf.get("flags") or [])
+    for baseline in ("eager", "compile"):
+        speedup = perf.get(f"speedup_vs_{baseline}")
+        if speedup:
+            setattr(row, baseline, speedup["value"])
+            setattr(row, f"faster_{baseline}", row.clean and speedup["outcome"] == "faster")
+    candidate_ms = (perf.get("candidate") or {}).get("median_ms")
+    if perf.get("memory_floor_ms") and candidate_ms:
+        row.floor_share = perf["memory_floor_ms"] / candidate_ms
+
+
+def pct(n: int, d: int) -> str:
+    return f"{100 * n / d:.0f}%" if d else "-"
+
+
+def fmt(x: float | None, suffix: str = "x") -> str:
+    return f"{x:.2f}{suffix}" if x is not None else "-"
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def level_table(rows: list[TaskRow], levels: list[int], total_per_level: dict[int, int]) -> list[str]:
+    lines = [
+        "| level | tasks in the level | finished | covered | correct | correct, no hack flag | "
+        + " | ".join(f"fast_{p:g} eager" for p in P_VALUES)
+        + " | "
+        + " | ".join(f"fast_{p:g} compile" for p in P_VALUES)
+        + " | fast_1 compile beyond noise | geomean eager | geomean compile | wall s per task (median) | evaluations per task (median) |",
+        "|" + "---|" * (19),
+    ]
+    for level in levels:
+        done = [r for r in rows if r.level == level and r.finished]
+        covered = [r for r in done if r.family]
+        clean = [r for r in done if r.clean]
+
+        def fast(rs: list[TaskRow], p: float, baseline: str) -> int:
+            return sum(1 for r in rs if p == 0 or ((v := getattr(r, baseline)) is not None and v > p))
+
+        n = len(done)
+        lines.append(
+            f"| {level} | {total_per_level.get(level, 0)} | {n} | {len(covered)} | "
+            f"{sum(r.correct for r in done)} | {len(clean)} | "
+            + " | ".join(pct(fast(clean, p, "eager"), n) for p in P_VALUES)
+            + " | "
+            + " | ".join(pct(fast(clean, p, "compile"), n) for p in P_VALUES)
+            + f" | {pct(sum(r.faster_compile for r in done), n)}"
+            f" | {fmt(geomean([r.eager for r in clean if r.eager]))}"
+            f" | {fmt(geomean([r.compile for r in clean if r.compile]))}"
+            f" | {statistics.median([r.wall_s for r in covered]) if covered else 0:.0f}"
+            f" | {statistics.median([r.evaluations for r in covered]) if covered else 0:.0f} |"
+        )
+    return lines
+
+
+def family_table(rows: list[TaskRow]) -> list[str]:
+    lines = [
+        "| family | level | finished tasks | correct | correct, no hack flag | hack-flagged (which) "
+        "| fast_1 vs compile (beyond noise) | best vs compile | median vs compile | median vs eager "
+        "| at the bandwidth floor (median, best) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    keys = sorted({(r.family, r.level) for r in rows if r.family and r.finished})
+    for family, level in keys:
+        rs = [r for r in rows if r.family == family and r.level == level and r.finished]
+        clean = [r for r in rs if r.clean]
+        flagged = sorted({f for r in rs if r.correct for f in r.flags if f in HACK_FLAGS})
+        compile_values = [r.compile for r in clean if r.compile is not None]
+        eager_values = [r.eager for r in clean if r.eager is not None]
+        floors = [r.floor_share for r in clean if r.floor_share is not None]
+        lines.append(
+            f"| {family} | {level} | {len(rs)} | {sum(r.correct for r in rs)} | {len(clean)} "
+            f"| {sum(r.correct and not r.clean for r in rs)}{' (' + ', '.join(flagged) + ')' if flagged else ''} "
+            f"| {sum(r.faster_compile for r in rs)} ({pct(sum(r.faster_compile for r in rs), len(rs))}) "
+            f"| {fmt(max(compile_values) if compile_values else None)} "
+            f"| {fmt(statistics.median(compile_values) if compile_values else None)} "
+            f"| {fmt(statistics.median(eager_values) if eager_values else None)} "
+            f"| {fmt(100 * statistics.median(floors) if floors else None, '%')}, "
+            f"{fmt(100 * max(floors) if floors else None, '%')} |"
+        )
+    return lines
+
+
+def task_table(rows: list[TaskRow]) -> list[str]:
+    lines = [
+        "| task | family | verdict | flags | vs eager | vs compile | faster than compile | of the floor | evaluations | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(rows, key=lambda r: (r.level, int(r.name.split("_")[0]))):
+        if not r.family:
+            continue
+        verdict = ("correct" if r.correct else "not correct") if r.finished else "not finished"
+        lines.append(
+            f"| L{r.level} {r.name} | {r.family} | {verdict} | {', '.join(r.flags) or '-'} | {fmt(r.eager)} "
+            f"| {fmt(r.compile)} | {'yes' if r.faster_compile else 'no'} "
+            f"| {fmt(100 * r.floor_share if r.floor_share else None, '%')} | {r.evaluations} | {r.wall_s:.0f} |"
+        )
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("store", type=Path, help="the batch's store.sqlite")
+    parser.add_argument(
+        "--kernelbench", type=Path, required=True, help="the task folders (levelN/) the batch ran"
+    )
+    parser.add_argument("--title", default="The template policy over KernelBench")
+    parser.add_argument(
+        "--note", action="append", default=[], help="a line for the header (command, machine, ...)"
+    )
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    if not args.store.is_file():
+        raise SystemExit(f"{args.store}: no such store (the batch's OUT/store.sqlite)")
+
+    rows = load_rows(args.store, args.kernelbench)
+    levels = sorted({r.level for r in rows})
+    totals = {level: len(list((args.kernelbench / f"level{level}").glob("*.py"))) for level in levels}
+    unfinished = [r for r in rows if not r.finished]
+    lines = [
+        f"# {args.title}",
+        "",
+        f"- made: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')} by "
+        f"`python benchmarks/templates_table.py {args.store.name} --kernelbench {args.kernelbench}`",
+        *(f"- {note}" for note in args.note),
+        f"- tasks in the store: {len(rows)}; finished {len(rows) - len(unfinished)}; still running when the "
+        f"store was copied: {len(unfinished)} ({', '.join(f'L{r.level} {r.name}' for r in unfinished) or 'none'})",
+        "- fast_p: share of the level's finished tasks that are correct, carry no hack flag, and whose speedup "
+        "is above p (KernelBench's definition); *beyond noise*: the referee's noise band lies wholly above 1",
+        "- bandwidth floor: the bytes the task must move (inputs read, outputs written) at the measured "
+        "bandwidth, over the candidate's median time (100% = at the floor)",
+        "",
+        "## Per level",
+        "",
+        *level_table(rows, levels, totals),
+        "",
+        "## Per template family",
+        "",
+        *family_table(rows),
+        "",
+        "## Per task (covered tasks)",
+        "",
+        *task_table(rows),
+        "",
+    ]
+    args.out.write_text("\n".join(lines))
+    print("\n".join(lines[: 12 + len(levels) + 4 + len({(r.family, r.level) for r in rows if r.family})]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""benchmarks/templates_table.py: issue 19's tables count a correct candidate carrying a hack flag
+(a GEMM that is cuBLAS alone, an implausible speedup) as correct but never as faster, and "faster"
+is the referee's noise-aware call, not the raw ratio."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks import templates_table as tt
+
+
+def result(
+    verdict: str, eager: float, compile_: float, *, flags: tuple[str, ...] = (), outcome: str = "faster"
+) -> dict[str, Any]:
+    def speedup(value: float) -> dict[str, Any]:
+        return {"value": value, "outcome": outcome if value > 1 else "slower"}
+
+    return {
+        "verdict": verdict,
+        "performance": {
+            "flags": [{"code": f, "message": ""} for f in flags],
+            "speedup_vs_eager": speedup(eager),
+            "speedup_vs_compile": speedup(compile_),
+            "candidate": {"median_ms": 2.0},
+            "memory_floor_ms": 1.0,
+        },
+    }
+
+
+def row(family: str, data: dict[str, Any]) -> tt.TaskRow:
+    r = tt.TaskRow(level=1, name=f"1_{family}", family=family, finished=True, evaluations=2)
+    tt.fill(r, data)
+    return r
+
+
+def test_hack_flags_and_noise_never_count_as_faster() -> None:
+    clean = row("elementwise", result("correct", 1.5, 1.2))
+    library_only = row("gemm", result("correct", 1.5, 1.2, flags=("own_kernels_never_ran",)))
+    within_noise = row("reduction", result("correct", 1.01, 1.01, outcome="within_noise"))
+    stream_note = row("softmax", result("correct", 1.3, 1.1, flags=("other_streams_time",)))
+    assert clean.faster_compile and clean.floor_share == 0.5
+    assert library_only.correct and not library_only.clean and not library_only.faster_compile
+    assert within_noise.clean and not within_noise.faster_compile
+    assert stream_note.clean and stream_note.faster_compile  # not a hack flag: its time is already added
+
+    table = "\n".join(tt.family_table([clean, library_only, within_noise, stream_note]))
+    assert "| gemm | 1 | 1 | 1 | 0 | 1 (own_kernels_never_ran) | 0 (0%) |" in table
+    assert "| elementwise | 1 | 1 | 1 | 1 | 0 | 1 (100%) | 1.20x |" in table
+
+    levels = tt.level_table([clean, library_only, within_noise, stream_note], [1], {1: 100})[2]
+    cells = [c.strip() for c in levels.strip("|").split("|")]
+    # 4 finished, all correct, 3 without a hack flag. fast_1 vs compile (KernelBench's raw ratio):
+    # 3 of 4, the flagged GEMM's 1.2x not among them; beyond noise: 2 of 4.
+    assert cells[:6] == ["1", "100", "4", "4", "4", "3"]
+    assert cells[6 + 5 + 1] == "75%" and cells[16] == "50%"
