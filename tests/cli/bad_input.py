@@ -56,7 +56,9 @@ def tree_digest(root: Path) -> dict[str, str]:
     }
 
 
-def run_agent(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_agent(
+    args: list[str], cwd: Path, timeout: float = CASE_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "COLUMNS": "80", "PYTHONWARNINGS": ""}
     env.pop("ANTHROPIC_API_KEY", None)
     env.pop("OPENAI_API_KEY", None)
@@ -66,7 +68,7 @@ def run_agent(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=CASE_TIMEOUT_S,
+        timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
 

@@ -11,6 +11,11 @@ import pytest
 
 from tests.cli.bad_input import REPO, run_agent
 
+# What the commands do, not how fast: a solve builds (on a fresh 2-core machine the first build also
+# makes the shared toolchain, minutes under load); a refusal traces the task in a sandbox first.
+BUILD_TIMEOUT_S = 900
+TRACE_TIMEOUT_S = 300
+
 KERNELBENCH = REPO.parent / "shared" / "kernelbench"
 RELU = REPO / "benchmarks" / "tasks" / "level1" / "19_ReLU.py"
 CUMSUM_TASK = """import torch
@@ -46,6 +51,7 @@ def test_solve_with_the_template_policy_compiles_and_submits(tmp_path: Path) -> 
     proc = run_agent(
         ["solve", str(task), "--model", "templates", "--allow-no-gpu", "--out", str(out), "--json"],
         cwd=tmp_path,
+        timeout=BUILD_TIMEOUT_S,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = json.loads(proc.stdout)
@@ -61,6 +67,7 @@ def test_a_task_the_library_does_not_cover_is_refused_in_one_line(tmp_path: Path
     proc = run_agent(
         ["solve", str(task), "--model", "templates", "--allow-no-gpu", "--out", str(tmp_path / "o")],
         cwd=tmp_path,
+        timeout=TRACE_TIMEOUT_S,
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     [line] = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -71,7 +78,11 @@ def test_a_task_the_library_does_not_cover_is_refused_in_one_line(tmp_path: Path
 @pytest.mark.slow
 def test_without_a_model_or_a_key_solve_runs_the_template_policy_and_says_so(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = run_agent(["solve", str(RELU), "--allow-no-gpu", "--out", str(out), "--json"], cwd=tmp_path)
+    proc = run_agent(
+        ["solve", str(RELU), "--allow-no-gpu", "--out", str(out), "--json"],
+        cwd=tmp_path,
+        timeout=BUILD_TIMEOUT_S,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert stderr_lines(proc.stderr) == [FALLBACK_NOTE]
     result = json.loads(proc.stdout)  # --json: stdout is the SolveResult alone
@@ -87,7 +98,9 @@ def test_without_a_model_or_a_key_a_task_the_library_does_not_cover_names_both(t
     task = tmp_path / "1_Cumsum.py"
     task.write_text(CUMSUM_TASK)
     out = tmp_path / "o"
-    proc = run_agent(["solve", str(task), "--allow-no-gpu", "--out", str(out)], cwd=tmp_path)
+    proc = run_agent(
+        ["solve", str(task), "--allow-no-gpu", "--out", str(out)], cwd=tmp_path, timeout=TRACE_TIMEOUT_S
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     [line] = stderr_lines(proc.stderr)
     assert "the built-in template policy was tried" in line
