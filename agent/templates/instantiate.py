@@ -1,6 +1,6 @@
 """A plan and one value per slot -> the files of a workspace in our layout:
 
-kernels/tk_common.cuh, reduce_acc.cuh   the library's shared device code
+kernels/tk_common.cuh, ...              the library's shared headers that the stages include
 kernels/s<k>_<family>.cu                one pure-CUDA file per stage, extern "C" launcher
 kernels/tk_binding.cpp                  the lean binding: checks, allocation, launches
 kernels/tune_config.h, kernels/tune.json the slot values and the space the tuner may search
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 
 from agent.templates.families import (
     COMMON_HEADERS,
@@ -24,6 +25,7 @@ from agent.templates.families import (
 )
 from agent.templates.plan import EwiseStage, Plan, Stage, View, numel
 
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 _TORCH_DTYPES = {"float32": "torch::kFloat32", "int64": "torch::kLong"}
 
 
@@ -46,17 +48,29 @@ def instantiate(
         from agent.templates.slots import SlotSpace
 
         tunable = SlotSpace(plan, allow_tf32=allow_tf32).tunable()
-    needs_acc = any(s.kind in ("reduce", "softmax") for s in plan.stages)
-    headers = COMMON_HEADERS if needs_acc else COMMON_HEADERS[:1]
-    files: dict[str, str] = {f"kernels/{h}": template_text(h) for h in headers}
+    stages: dict[str, str] = {}
     for stage in plan.stages:
         values = {s.name: config[prefixed(stage, s.name)] for s in family_of(stage).slots}
-        files[stage_file(stage)] = render_stage(stage, values, sm_count=sm_count)
+        stages[stage_file(stage)] = render_stage(stage, values, sm_count=sm_count)
+    files = {f"kernels/{h}": template_text(h) for h in included_headers(stages.values())}
+    files |= stages
     files["kernels/tk_binding.cpp"] = render_binding(plan)
     files["kernels/tune_config.h"] = tune_header({k: config[k] for k in tunable})
     files["kernels/tune.json"] = tune_space(plan, config, tunable, allow_tf32=allow_tf32)
     files["model_new.py"] = render_model(plan)
     return files
+
+
+def included_headers(sources: Iterable[str]) -> list[str]:
+    """The library headers (COMMON_HEADERS) that `sources` include, directly or through one another."""
+    found: set[str] = set()
+    pending = list(sources)
+    while pending:
+        for name in _INCLUDE.findall(pending.pop()):
+            if name in COMMON_HEADERS and name not in found:
+                found.add(name)
+                pending.append(template_text(name))
+    return [h for h in COMMON_HEADERS if h in found]
 
 
 def tune_header(values: dict[str, int]) -> str:

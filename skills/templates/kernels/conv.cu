@@ -12,8 +12,6 @@
 #define T_FAST FAST
 #include "tk_common.cuh"
 
-static_assert(EPI_VEC == 1 || EPI_VEC == 2 || EPI_VEC == 4, "EPI_VEC must be 1, 2 or 4");
-
 namespace {
 
 {{CONSTANTS}}
@@ -21,25 +19,6 @@ namespace {
 {{CONV_DIMS}}
 
 {{EPI}}
-
-__global__ void __launch_bounds__(EPI_BLOCK) epilogue_kernel(tk::Ptrs P, float* y, int64_t nvec) {
-  for (int64_t v = (int64_t)blockIdx.x * EPI_BLOCK + threadIdx.x; v < nvec; v += (int64_t)gridDim.x * EPI_BLOCK) {
-    float x[EPI_VEC];
-    tk::load_vec<EPI_VEC>(x, y + v * EPI_VEC);
-    float res[1][EPI_VEC];
-    epi<EPI_VEC>(P, v * EPI_VEC, x, res);
-    tk::store_vec<EPI_VEC>(y + v * EPI_VEC, res[0]);
-  }
-}
-
-__global__ void epilogue_tail(tk::Ptrs P, float* y, int64_t start) {
-  const int64_t i = start + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= kNumel) return;
-  float x[1] = {y[i]};
-  float res[1][1];
-  epi<1>(P, i, x, res);
-  y[i] = res[0][0];
-}
 
 // Descriptors, the chosen algorithm and its workspace, made once per device.
 struct ConvPlan {
@@ -133,6 +112,8 @@ ConvPlan* plan_for_this_device() {
 
 }  // namespace
 
+#include "tk_epilogue.cuh"
+
 extern "C" size_t {{NS}}_scratch_bytes() {
   ConvPlan* p = plan_for_this_device();
   return p != nullptr ? p->workspace : 0;
@@ -158,16 +139,5 @@ extern "C" cudaError_t {{NS}}_launch(const float* const* ins, void* const* outs,
                                             (cudnnConvolutionFwdAlgo_t)p->algo, scratch, p->workspace, &beta,
                                             p->y, y);
   if (status != CUDNN_STATUS_SUCCESS) return cudaErrorUnknown;
-  if (kEpilogue) {
-    const int64_t nvec = kNumel / EPI_VEC;
-    if (nvec > 0) {
-      int64_t blocks = (nvec + EPI_BLOCK - 1) / EPI_BLOCK;
-      const int64_t cap = (int64_t)kSmCount * 16;
-      if (blocks > cap) blocks = cap;
-      epilogue_kernel<<<(unsigned)blocks, EPI_BLOCK, 0, stream>>>(P, y, nvec);
-    }
-    const int64_t rest = kNumel - nvec * EPI_VEC;
-    if (rest > 0) epilogue_tail<<<(unsigned)((rest + 255) / 256), 256, 0, stream>>>(P, y, nvec * EPI_VEC);
-  }
-  return cudaGetLastError();
+  return launch_epilogue(P, y, stream);
 }
