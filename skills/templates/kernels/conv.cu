@@ -40,6 +40,19 @@ void packed_strides(const int* dims, int rank, int* strides) {
   }
 }
 
+// The n-th of cuDNN's heuristic results that applies, or the last one that does when fewer apply.
+template <typename Perf>
+bool nth_usable_algo(const Perf* perf, int returned, int n, int& algo) {
+  bool found = false;
+  for (int k = 0, usable = 0; k < returned; ++k) {
+    if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
+    algo = (int)perf[k].algo;
+    found = true;
+    if (usable++ == n) break;
+  }
+  return found;
+}
+
 bool make_plan(ConvPlan& p) {
   const int rank = (int)kNd + 2;
   int sx[5], sy[5];
@@ -61,21 +74,14 @@ bool make_plan(ConvPlan& p) {
       cudnnSetConvolutionMathType(p.conv, MATH ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH) != CUDNN_STATUS_SUCCESS)
     return false;
   int returned = 0;
-  bool found = false;
   if (!kTransposed) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     if (cudnnGetConvolutionForwardAlgorithm_v7(p.handle, p.x, p.w, p.conv, p.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                &returned, perf) != CUDNN_STATUS_SUCCESS)
       return false;
-    for (int k = 0, usable = 0; k < returned; ++k) {
-      if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
-      p.algo = (int)perf[k].algo;
-      found = true;
-      if (usable++ == ALGO) break;
-    }
-    if (!found || cudnnGetConvolutionForwardWorkspaceSize(p.handle, p.x, p.w, p.conv, p.y,
-                                                          (cudnnConvolutionFwdAlgo_t)p.algo,
-                                                          &p.workspace) != CUDNN_STATUS_SUCCESS)
+    if (!nth_usable_algo(perf, returned, ALGO, p.algo) ||
+        cudnnGetConvolutionForwardWorkspaceSize(p.handle, p.x, p.w, p.conv, p.y, (cudnnConvolutionFwdAlgo_t)p.algo,
+                                                &p.workspace) != CUDNN_STATUS_SUCCESS)
       return false;
   } else {
     // Transposed: the task's input is the gradient of the convolution from the output back to it.
@@ -84,15 +90,10 @@ bool make_plan(ConvPlan& p) {
                                                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
                                                     perf) != CUDNN_STATUS_SUCCESS)
       return false;
-    for (int k = 0, usable = 0; k < returned; ++k) {
-      if (perf[k].status != CUDNN_STATUS_SUCCESS) continue;
-      p.algo = (int)perf[k].algo;
-      found = true;
-      if (usable++ == ALGO) break;
-    }
-    if (!found || cudnnGetConvolutionBackwardDataWorkspaceSize(p.handle, p.w, p.x, p.conv, p.y,
-                                                               (cudnnConvolutionBwdDataAlgo_t)p.algo,
-                                                               &p.workspace) != CUDNN_STATUS_SUCCESS)
+    if (!nth_usable_algo(perf, returned, ALGO, p.algo) ||
+        cudnnGetConvolutionBackwardDataWorkspaceSize(p.handle, p.w, p.x, p.conv, p.y,
+                                                     (cudnnConvolutionBwdDataAlgo_t)p.algo,
+                                                     &p.workspace) != CUDNN_STATUS_SUCCESS)
       return false;
   }
   return true;
