@@ -8,6 +8,8 @@ import itertools
 import json
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +128,28 @@ def most_at_once(entries: list[dict[str, Any]]) -> dict[str, int]:
             peak = max(peak, now)
         peaks[gpu] = peak
     return peaks
+
+
+@contextmanager
+def local_ray(*, num_cpus: int, num_gpus: int) -> Iterator[None]:
+    """A local Ray instance on this machine for the Ray tests, shut down on leaving: `num_gpus` are
+    logical GPUs (Ray schedules them and sets CUDA_VISIBLE_DEVICES as on a GPU node), no dashboard,
+    a small object store, loopback only, the workers' output not forwarded. Callers skip first when
+    ray is not installed (pytest.importorskip): ray is imported only here."""
+    import ray
+
+    ray.init(
+        num_cpus=num_cpus,
+        num_gpus=num_gpus,
+        include_dashboard=False,
+        object_store_memory=100 * 1024 * 1024,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+    )
+    try:
+        yield
+    finally:
+        ray.shutdown()
 
 
 def main(argv: list[str]) -> int:

@@ -16,6 +16,7 @@ from agent.batch.store import Store
 from tests.batch.helpers import (
     assert_timings_exclusive,
     fake_config,
+    local_ray,
     make_tasks,
     make_workspace_solution,
     most_at_once,
@@ -32,26 +33,19 @@ def ray_evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from agent.batch.executors.ray import RayEvaluator
     from agent.batch.fakes import fake_compile, fake_judge
 
-    ray.init(
-        num_cpus=6,  # logical: two compiles and four judges at once
-        num_gpus=2,  # logical GPUs: Ray schedules them and sets CUDA_VISIBLE_DEVICES as on a GPU node
-        include_dashboard=False,
-        object_store_memory=100 * 1024 * 1024,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-    )
-    evaluator = RayEvaluator(
-        compile_fn=fake_compile,
-        judge_fn=fake_judge,
-        eval_timeout_s=300,
-        evals_per_gpu=2,
-        lock_dir=tmp_path_factory.mktemp("ray-gates"),
-    )
-    try:
-        yield evaluator
-    finally:
-        evaluator.close()
-        ray.shutdown()
+    # logical: six CPUs (two compiles and four judges at once) and two GPUs
+    with local_ray(num_cpus=6, num_gpus=2):
+        evaluator = RayEvaluator(
+            compile_fn=fake_compile,
+            judge_fn=fake_judge,
+            eval_timeout_s=300,
+            evals_per_gpu=2,
+            lock_dir=tmp_path_factory.mktemp("ray-gates"),
+        )
+        try:
+            yield evaluator
+        finally:
+            evaluator.close()
 
 
 def test_a_batch_on_ray_shares_gpus_with_exclusive_timings_and_the_driver_writes_the_store(

@@ -21,7 +21,7 @@ from agent.rl.session import RolloutOutcome
 from agent.tasks import Task, load_task
 from agent.transcripts.reader import read_transcript
 from agent.workspace import Workspace
-from tests.batch.helpers import fake_model_new, make_tasks
+from tests.batch.helpers import fake_model_new, local_ray, make_tasks
 
 
 class CountingReferee:
@@ -124,26 +124,18 @@ def ray_evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from agent.batch.executors.ray import RayEvaluator
     from agent.batch.fakes import fake_compile, fake_judge
 
-    ray.init(
-        num_cpus=4,
-        num_gpus=1,  # logical: Ray schedules the judges on it as on a GPU node
-        include_dashboard=False,
-        object_store_memory=100 * 1024 * 1024,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-    )
-    evaluator = RayEvaluator(
-        compile_fn=fake_compile,
-        judge_fn=fake_judge,
-        eval_timeout_s=300,
-        evals_per_gpu=2,
-        lock_dir=tmp_path_factory.mktemp("ray-gates"),
-    )
-    try:
-        yield evaluator
-    finally:
-        evaluator.close()
-        ray.shutdown()
+    with local_ray(num_cpus=4, num_gpus=1):  # one logical GPU: Ray schedules the judges on it
+        evaluator = RayEvaluator(
+            compile_fn=fake_compile,
+            judge_fn=fake_judge,
+            eval_timeout_s=300,
+            evals_per_gpu=2,
+            lock_dir=tmp_path_factory.mktemp("ray-gates"),
+        )
+        try:
+            yield evaluator
+        finally:
+            evaluator.close()
 
 
 def scripted(task: Task) -> ScriptedModel:
