@@ -15,7 +15,14 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from agent.templates.families import Dimension, family_of, prefixed, stage_constants, stage_constraints
+from agent.templates.families import (
+    Dimension,
+    family_of,
+    prefixed,
+    reference_uses_tf32,
+    stage_constants,
+    stage_constraints,
+)
 from agent.templates.plan import (
     ConvStage,
     EwiseStage,
@@ -216,6 +223,8 @@ class ComputeAgent(DecisionMaker):
     def initial(self, slot: Slot, obs: Observation) -> int:
         if slot.local == "UNROLL":
             return 2 if isinstance(obs.stage(slot.stage), EwiseStage | ReduceStage) else 1
+        if slot.local == "MATH" and reference_uses_tf32(obs.stage(slot.stage)):
+            return 1  # the reference's own precision: eager's cuDNN convolutions run on TF32 tensor cores
         return 0  # FAST and MATH start exact: the referee's tolerance decides whether they may go on
 
 

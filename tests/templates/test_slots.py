@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import random
 
+import torch
+
 from agent.templates import Plan
 from agent.templates.instantiate import instantiate
 from agent.templates.slots import Observation, SlotSpace, default_makers, initial_config
@@ -82,6 +84,19 @@ def test_constraints_between_slots(kernelbench_plans) -> None:
     assert config["S0_MATH"] == 0 and not space.valid({**config, "S0_MATH": 1})
     tf32, tf32_config = _space(gemm, allow_tf32=True)
     assert tf32.valid({**tf32_config, "S0_MATH": 1})
+
+
+def test_a_convolution_starts_at_the_precision_of_eager_convolutions(kernelbench_plans, monkeypatch) -> None:
+    """Eager PyTorch (the reference) runs cuDNN convolutions on TF32 tensor cores by default, so the
+    template's first candidate does too; with torch's flag off, FP32 only, as for matmuls."""
+    conv = kernelbench_plans["level2/57_Conv2d_ReLU_HardSwish.py"]
+    assert isinstance(conv, Plan)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    space, config = _space(conv)
+    assert config["S0_MATH"] == 1 and space.valid({**config, "S0_MATH": 0})
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    space, config = _space(conv)
+    assert config["S0_MATH"] == 0 and not space.valid({**config, "S0_MATH": 1})
 
 
 def test_each_slot_belongs_to_one_decision_maker(mixed_plan) -> None:
