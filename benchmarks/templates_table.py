@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
 import sqlite3
 import statistics
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from agent.batch.metrics import Sample, fast_p, geomean_speedup  # noqa: E402
 from agent.rl.reward import HACK_FLAGS  # noqa: E402
 from agent.templates import NotCovered, recognize  # noqa: E402
 from agent.templates.graph import TraceError, trace_tasks  # noqa: E402
@@ -54,6 +54,18 @@ class TaskRow:
     @property
     def clean(self) -> bool:
         return self.correct and not (set(self.flags) & HACK_FLAGS)
+
+    def sample(self) -> Sample:
+        """The task as the batch's KernelBench metrics count it: a hack-flagged verdict is not correct."""
+        return Sample(
+            task_key=f"level{self.level}/{self.name}",
+            name=self.name,
+            level=self.level,
+            compiled=self.correct,
+            correct=self.clean,
+            speedup_eager=self.eager,
+            speedup_compile=self.compile,
+        )
 
 
 def load_rows(store: Path, kernelbench: Path) -> list[TaskRow]:
@@ -118,11 +130,6 @@ def fmt(x: float | None, suffix: str = "x") -> str:
     return f"{x:.2f}{suffix}" if x is not None else "-"
 
 
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v and v > 0]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
-
-
 def level_table(rows: list[TaskRow], levels: list[int], total_per_level: dict[int, int]) -> list[str]:
     lines = [
         "| level | tasks in the level | finished | covered | correct | correct, no hack flag | "
@@ -135,21 +142,17 @@ def level_table(rows: list[TaskRow], levels: list[int], total_per_level: dict[in
     for level in levels:
         done = [r for r in rows if r.level == level and r.finished]
         covered = [r for r in done if r.family]
-        clean = [r for r in done if r.clean]
-
-        def fast(rs: list[TaskRow], p: float, baseline: str) -> int:
-            return sum(1 for r in rs if p == 0 or ((v := getattr(r, baseline)) is not None and v > p))
-
+        samples = [r.sample() for r in done]
         n = len(done)
         lines.append(
             f"| {level} | {total_per_level.get(level, 0)} | {n} | {len(covered)} | "
-            f"{sum(r.correct for r in done)} | {len(clean)} | "
-            + " | ".join(pct(fast(clean, p, "eager"), n) for p in P_VALUES)
+            f"{sum(r.correct for r in done)} | {sum(r.clean for r in done)} | "
+            + " | ".join(f"{100 * fast_p(samples, p, 'eager'):.0f}%" for p in P_VALUES)
             + " | "
-            + " | ".join(pct(fast(clean, p, "compile"), n) for p in P_VALUES)
+            + " | ".join(f"{100 * fast_p(samples, p, 'compile'):.0f}%" for p in P_VALUES)
             + f" | {pct(sum(r.faster_compile for r in done), n)}"
-            f" | {fmt(geomean([r.eager for r in clean if r.eager]))}"
-            f" | {fmt(geomean([r.compile for r in clean if r.compile]))}"
+            f" | {fmt(geomean_speedup(samples, 'eager'))}"
+            f" | {fmt(geomean_speedup(samples, 'compile'))}"
             f" | {statistics.median([r.wall_s for r in covered]) if covered else 0:.0f}"
             f" | {statistics.median([r.evaluations for r in covered]) if covered else 0:.0f} |"
         )
@@ -248,8 +251,9 @@ def main() -> int:
         *task_table(rows),
         "",
     ]
-    args.out.write_text("\n".join(lines))
-    print("\n".join(lines[: 12 + len(levels) + 4 + len({(r.family, r.level) for r in rows if r.family})]))
+    text = "\n".join(lines)
+    args.out.write_text(text)
+    print(text[: text.index("## Per task")])  # the per-task table is in the file
     return 0
 
 

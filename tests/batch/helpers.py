@@ -131,12 +131,16 @@ def most_at_once(entries: list[dict[str, Any]]) -> dict[str, int]:
 
 
 @contextmanager
-def local_ray(*, num_cpus: int, num_gpus: int) -> Iterator[None]:
-    """A local Ray instance on this machine for the Ray tests, shut down on leaving: `num_gpus` are
-    logical GPUs (Ray schedules them and sets CUDA_VISIBLE_DEVICES as on a GPU node), no dashboard,
-    a small object store, loopback only, the workers' output not forwarded. Callers skip first when
-    ray is not installed (pytest.importorskip): ray is imported only here."""
+def local_ray_evaluator(lock_dir: Path, *, num_cpus: int, num_gpus: int) -> Iterator[Any]:
+    """A RayEvaluator with the fake compile and judge (two judges per GPU) on a local Ray instance,
+    shut down on leaving: `num_gpus` are logical GPUs (Ray schedules them and sets
+    CUDA_VISIBLE_DEVICES as on a GPU node), no dashboard, a small object store, loopback only, the
+    workers' output not forwarded. Callers skip first when ray is not installed
+    (pytest.importorskip): ray is imported only here."""
     import ray
+
+    from agent.batch.executors.ray import RayEvaluator
+    from agent.batch.fakes import fake_compile, fake_judge
 
     ray.init(
         num_cpus=num_cpus,
@@ -147,7 +151,17 @@ def local_ray(*, num_cpus: int, num_gpus: int) -> Iterator[None]:
         log_to_driver=False,
     )
     try:
-        yield
+        evaluator = RayEvaluator(
+            compile_fn=fake_compile,
+            judge_fn=fake_judge,
+            eval_timeout_s=300,
+            evals_per_gpu=2,
+            lock_dir=lock_dir,
+        )
+        try:
+            yield evaluator
+        finally:
+            evaluator.close()
     finally:
         ray.shutdown()
 

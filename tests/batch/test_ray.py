@@ -16,7 +16,7 @@ from agent.batch.store import Store
 from tests.batch.helpers import (
     assert_timings_exclusive,
     fake_config,
-    local_ray,
+    local_ray_evaluator,
     make_tasks,
     make_workspace_solution,
     most_at_once,
@@ -30,22 +30,9 @@ ray = pytest.importorskip(
 
 @pytest.fixture(scope="module")
 def ray_evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from agent.batch.executors.ray import RayEvaluator
-    from agent.batch.fakes import fake_compile, fake_judge
-
     # logical: six CPUs (two compiles and four judges at once) and two GPUs
-    with local_ray(num_cpus=6, num_gpus=2):
-        evaluator = RayEvaluator(
-            compile_fn=fake_compile,
-            judge_fn=fake_judge,
-            eval_timeout_s=300,
-            evals_per_gpu=2,
-            lock_dir=tmp_path_factory.mktemp("ray-gates"),
-        )
-        try:
-            yield evaluator
-        finally:
-            evaluator.close()
+    with local_ray_evaluator(tmp_path_factory.mktemp("ray-gates"), num_cpus=6, num_gpus=2) as evaluator:
+        yield evaluator
 
 
 def test_a_batch_on_ray_shares_gpus_with_exclusive_timings_and_the_driver_writes_the_store(

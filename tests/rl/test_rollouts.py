@@ -21,7 +21,7 @@ from agent.rl.session import RolloutOutcome
 from agent.tasks import Task, load_task
 from agent.transcripts.reader import read_transcript
 from agent.workspace import Workspace
-from tests.batch.helpers import fake_model_new, local_ray, make_tasks
+from tests.batch.helpers import fake_model_new, local_ray_evaluator, make_tasks
 
 
 class CountingReferee:
@@ -121,21 +121,9 @@ ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'kern
 
 @pytest.fixture(scope="module")
 def ray_evaluator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from agent.batch.executors.ray import RayEvaluator
-    from agent.batch.fakes import fake_compile, fake_judge
-
-    with local_ray(num_cpus=4, num_gpus=1):  # one logical GPU: Ray schedules the judges on it
-        evaluator = RayEvaluator(
-            compile_fn=fake_compile,
-            judge_fn=fake_judge,
-            eval_timeout_s=300,
-            evals_per_gpu=2,
-            lock_dir=tmp_path_factory.mktemp("ray-gates"),
-        )
-        try:
-            yield evaluator
-        finally:
-            evaluator.close()
+    # one logical GPU: Ray schedules the judges on it
+    with local_ray_evaluator(tmp_path_factory.mktemp("ray-gates"), num_cpus=4, num_gpus=1) as evaluator:
+        yield evaluator
 
 
 def scripted(task: Task) -> ScriptedModel:
