@@ -11,12 +11,19 @@
 # and runs the batch in its own process session, which outlives the call while the machine stays
 # held; `wait` follows it for up to SECONDS and packs what it wrote so far into $OUT/kb_batch.tgz.
 # Env: KB (default .kb), BATCH_ARGS (extra `agent batch` flags), LEVELS (default "1 2 3"),
-# MODEL (e.g. templates: run that agent on every task instead of judging the corpus, issue 19).
+# MODEL (e.g. templates: run that agent on every task instead of judging the corpus, issue 19),
+# SEED_STORE (a store.sqlite[.gz] of an earlier run of the same batch: its finished tasks are kept,
+# the rest run; the batch key, not the concurrency, says what "the same batch" is).
 set -u
 RUN=/tmp/kb-batch
 case "${1:-}" in
 start)
-    rm -rf "$RUN" && mkdir -p "$RUN/out"
+    rm -rf "$RUN" && mkdir -p "$RUN/out" "$RUN/batch"
+    case "${SEED_STORE:-}" in
+    "") ;;
+    *.gz) gunzip -c "$SEED_STORE" > "$RUN/batch/store.sqlite" || exit 2 ;;
+    *) cp "$SEED_STORE" "$RUN/batch/store.sqlite" || exit 2 ;;
+    esac
     cp -r . "$RUN/repo"
     cd "$RUN/repo" || exit 2
     # shellcheck disable=SC2016  # expanded by the inner shell

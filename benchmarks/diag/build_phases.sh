@@ -3,6 +3,7 @@
 # the routed load_inline build (ninja's own per-edge log), then the .cu's compile command again
 # with `nvcc --time` (per phase: preprocessing, cudafe++, cicc, ptxas, host compile).
 #   bash benchmarks/diag/build_phases.sh SOLUTION.py OUT_DIR
+# BUILD_PHASES_CACHE: the toolchain cache (precompiled header) to use, default /tmp/build-phases-cache.
 set -u
 solution=$1; out=$2; mkdir -p "$out"
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} TORCH_EXTENSIONS_DIR=/tmp/build-phases-ext TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
@@ -11,10 +12,10 @@ python3 -c 'import time; t = time.monotonic(); import torch; print(f"import torc
 for label in "first (PCH and header probes)" "again, from scratch"; do
     rm -rf "$TORCH_EXTENSIONS_DIR"
     python3 - "$solution" "$label" <<'PY' 2>&1 | grep -v "No CUDA runtime" | tee -a "$out/phases.txt"
-import runpy, sys, time
+import os, runpy, sys, time
 sys.path.insert(0, "sandbox/workers")
 import inline_build
-inline_build.install("/tmp/build-phases-cache")
+inline_build.install(os.environ.get("BUILD_PHASES_CACHE", "/tmp/build-phases-cache"))
 start = time.monotonic()
 runpy.run_path(sys.argv[1])
 print(f"load_inline build, {sys.argv[2]}: {time.monotonic() - start:.2f} s")
