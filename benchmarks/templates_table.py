@@ -68,12 +68,29 @@ class TaskRow:
         )
 
 
+REPLACED = ("abandoned", "superseded")  # a later attempt of the same task took its place
+
+
+def current_attempts(attempts: list[sqlite3.Row]) -> list[sqlite3.Row]:
+    """Each task's latest attempt that a later one has not replaced (a resumed batch redoes the
+    attempts its killed run left, so the store holds both)."""
+    latest: dict[str, sqlite3.Row] = {}
+    for attempt in attempts:  # in id order
+        kept = latest.get(attempt["item_key"])
+        if kept is None or kept["status"] in REPLACED or attempt["status"] not in REPLACED:
+            latest[attempt["item_key"]] = attempt
+    return list(latest.values())
+
+
 def load_rows(store: Path, kernelbench: Path) -> list[TaskRow]:
     db = sqlite3.connect(store)
     db.row_factory = sqlite3.Row
-    attempts = db.execute(
-        "SELECT a.id, a.status, a.wall_s, t.name, t.level FROM attempts a JOIN tasks t ON a.task_key = t.key"
-    ).fetchall()
+    attempts = current_attempts(
+        db.execute(
+            "SELECT a.id, a.item_key, a.status, a.wall_s, t.name, t.level"
+            " FROM attempts a JOIN tasks t ON a.task_key = t.key ORDER BY a.id"
+        ).fetchall()
+    )
     paths = [kernelbench / f"level{a['level']}" / f"{a['name']}.py" for a in attempts]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:

@@ -96,8 +96,10 @@ class TaskRunner(Protocol):
     ) -> SolveOutcome: ...
 
 
-SOLVE_ERRORS = frozenset({"error", "sandbox_error", "model_error", "interrupted"})
-"""Run statuses that are the harness's or a provider's failure, not a result: redone on the next run."""
+SOLVE_ERRORS = frozenset({"error", "sandbox_error", "model_error", "interrupted", "referee_error", "no_gpu"})
+"""Run statuses that are the harness's or a provider's failure, not a result: redone on the next run.
+A run the referee cut short is one of them even when it had verified a candidate before: that
+candidate may never have been timed, and the run never had its remaining turns."""
 
 
 def solve_runner(

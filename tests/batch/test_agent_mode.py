@@ -89,3 +89,29 @@ def test_an_outage_inside_the_agent_loop_is_retried_not_recorded(
         (rec,) = store.results()
     # the first run's folder is kept beside the retry's
     assert Path(rec.transcript_path or "").parent.name.endswith("-retry1")
+
+
+def test_a_run_the_referee_cut_short_is_redone_not_recorded_as_its_best(
+    tmp_path: Path, evaluator: LocalEvaluator
+) -> None:
+    """The agent verified a candidate, then the referee failed (not the agent's fault) and the run
+    aborted: its best so far was verified but never timed. The attempt is an error, redone on the
+    next run, not a finished task with an untimed result."""
+    tasks = make_tasks(tmp_path / "tasks", {1: ["1_A"]})
+    model = ScriptedModel(
+        [
+            tool_call_turn("write_file", {"path": "model_new.py", "content": fake_model_new({})}),
+            tool_call_turn("verify"),
+            tool_call_turn(
+                "write_file",
+                {"path": "model_new.py", "content": fake_model_new({"verdict": "referee_error"})},
+            ),
+            tool_call_turn("profile"),
+        ]
+    )
+    config = fake_config(tmp_path, tasks, None, model="openai:scripted")
+    BatchRunner(config, evaluator=evaluator, task_runner=solve_runner, model_factory=lambda item: model).run()
+    model.assert_complete()
+    with Store(config.store) as store:
+        (attempt,) = store.attempts()
+    assert attempt.status == "error" and "referee_error" in (attempt.error or "")

@@ -53,3 +53,31 @@ def test_hack_flags_and_noise_never_count_as_faster() -> None:
     # 3 of 4, the flagged GEMM's 1.2x not among them; beyond noise: 2 of 4.
     assert cells[:6] == ["1", "100", "4", "4", "4", "3"]
     assert cells[6 + 5 + 1] == "75%" and cells[16] == "50%"
+
+
+def test_a_resumed_batch_counts_each_task_once(tmp_path) -> None:
+    """A batch resumed after its machine went away holds the killed run's `abandoned` attempts
+    beside the ones that redid them: the table counts the redone attempt, once."""
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "store.sqlite")
+    db.row_factory = sqlite3.Row
+    db.execute("CREATE TABLE attempts (id INTEGER PRIMARY KEY, item_key TEXT, status TEXT)")
+    db.executemany(
+        "INSERT INTO attempts (item_key, status) VALUES (?, ?)",
+        [
+            ("relu", "done"),
+            ("conv", "abandoned"),
+            ("gelu", "running"),
+            ("conv", "done"),
+            ("norm", "abandoned"),
+        ],
+    )
+    rows = db.execute("SELECT id, item_key, status FROM attempts ORDER BY id").fetchall()
+    kept = {r["item_key"]: (r["id"], r["status"]) for r in tt.current_attempts(rows)}
+    assert kept == {
+        "relu": (1, "done"),
+        "conv": (4, "done"),
+        "gelu": (3, "running"),
+        "norm": (5, "abandoned"),
+    }
