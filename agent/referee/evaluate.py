@@ -184,6 +184,10 @@ def judge_compiled(
                 time.sleep(GPU_TEARDOWN_GRACE_S)
         result.stage_times.candidate_s = run.result.duration_s
         result.stage_times.candidate_stages = _stage_durations(run.record, run.result.duration_s)
+        ungated = ungated_candidate(run.record, inner_gate)
+        if ungated:
+            judge.abandon()
+            return done("referee_error", ungated)
         if run.record is None or not run.record.get("done"):
             judge.abandon()
             verdict, result.failure = candidate_failure(run, options.run_timeout_s)
@@ -358,6 +362,21 @@ def gpu_memory_bytes() -> int:
     import torch
 
     return torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
+
+
+def ungated_candidate(record: CandidateRecord | None, inner_gate: str | None) -> str | None:
+    """Why the candidate's run cannot stand when its supervisor was to take the GPU gate and could
+    not open it: its trials and timings ran beside other evaluations' timed sections, which that
+    slows (a baseline timed beside them makes every candidate look faster). None when it could."""
+    if inner_gate is None or record is None:
+        return None
+    if ((record.get("supervisor") or {}).get("gate")) != "unavailable":
+        return None
+    return (
+        f"the candidate's sandbox could not open the GPU gate {inner_gate}, so its GPU work was not kept "
+        "apart from other evaluations' timings: not the candidate's fault; make the gate folder visible "
+        "to the sandbox (the default gate folder always is) and evaluate it again"
+    )
 
 
 def gate_holders(gate: str | None, *, sees_gates: bool) -> tuple[str | None, str | None]:

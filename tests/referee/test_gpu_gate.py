@@ -132,3 +132,19 @@ def test_a_container_candidate_runs_under_the_hosts_exclusive_hold(tmp_path: Pat
             os.close(probe)
     with GpuGate(path) as gate:
         gate.hold("shared")  # released afterwards
+
+
+def test_a_candidate_whose_sandbox_could_not_open_the_gate_is_not_judged(tmp_path: Path) -> None:
+    """The supervisor records "unavailable" when the gate it was given cannot be opened where it
+    runs (a folder the sandbox hides): its trials and timings ran ungated beside other evaluations'
+    timed sections, so the referee gives a referee_error, never a verdict with those times."""
+    from agent.referee.evaluate import ungated_candidate
+
+    hidden = "/proc/no-such-folder/gpu-0.lock"  # cannot be made, as in a sandbox that hides it
+    assert open_gate(hidden) is None  # what the supervisor then records as "unavailable"
+    path = str(tmp_path / "gpu-0.lock")
+    problem = ungated_candidate({"supervisor": {"gate": "unavailable"}}, path)  # type: ignore[typeddict-item]
+    assert problem is not None and path in problem and "not the candidate's fault" in problem
+    assert ungated_candidate({"supervisor": {"gate": "held"}}, path) is None  # type: ignore[typeddict-item]
+    assert ungated_candidate({"supervisor": {"gate": "unavailable"}}, None) is None  # type: ignore[typeddict-item]
+    assert ungated_candidate(None, path) is None
