@@ -6,7 +6,10 @@ cache, the worker scripts mounted read-only, memory and pids limits, no capabili
 no-new-privileges. GPUs come through device requests (the `--gpus` equivalent) when the daemon
 has the nvidia runtime, else the sandbox maps them itself (sandbox/docker_gpu.py: the device
 nodes of the GPUs asked for, the driver's libraries read-only). An image built in host-stack mode
-(sandbox/image.py) names the host folders it borrows; they are mounted read-only. Containers
+(sandbox/image.py) names the host folders it borrows; they are mounted read-only. With GPUs, the
+referee's GPU gate folder (sandbox.paths.gpu_gate_dir) is mounted read-only at its host path, so
+the referee's processes in the container take the same gates as every other evaluation on the
+machine (flock works across the bind mount; it needs no write). Containers
 carry labels naming their owner process; leftovers of dead owners are removed when a sandbox
 opens, and open sandboxes are removed on close and at interpreter exit.
 """
@@ -52,6 +55,7 @@ from sandbox.docker_host import (
     remove_leftover_containers,
 )
 from sandbox.image import HostStack, host_stack_of
+from sandbox.paths import gpu_gate_dir
 
 CACHE_VOLUME = "kernel-agent-cache"
 PASSED_ENV = ("LANG", "LC_ALL", "TERM", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS")
@@ -118,6 +122,9 @@ class DockerSandbox(Sandbox):
         runtimes = (self.client.info().get("Runtimes") or {}) if gpus is not None else {}
         self.gpu_plan: GpuPlan = plan_gpus(gpus, runtimes=runtimes, host=gpu_host, mode=gpu_mode)
         self.gpus = self.gpu_plan.gpus
+        self.gate_dir = gpu_gate_dir() if self.gpus is not None else None
+        if self.gate_dir is not None:
+            self.gate_dir.mkdir(parents=True, exist_ok=True)  # else docker would make it, as root
         self.limits = {"mem_limit": mem_limit, "pids_limit": pids_limit, "cpus": cpus}
         self.shm_size, self.tmpfs_size = shm_size, tmpfs_size
         self.cache_volume = cache_volume
@@ -164,6 +171,8 @@ class DockerSandbox(Sandbox):
         }
         for host, inside in {**self.ro_mounts, **self.gpu_plan.mounts}.items():
             volumes[str(host)] = {"bind": inside, "mode": "ro"}
+        if self.gate_dir is not None:  # the same path inside: the referee passes gate paths as-is
+            volumes[str(self.gate_dir)] = {"bind": str(self.gate_dir), "mode": "ro"}
         config: dict[str, Any] = {
             "image": self.image,
             "command": ["sleep", "infinity"],
@@ -407,7 +416,11 @@ class DockerSandbox(Sandbox):
     def capabilities(self) -> Capabilities:
         # The container's user may not be the host's (`user`), and what a build depends on is the image.
         identity = self.image if self.host_stack is None else f"{self.image} ({self.host_stack.description})"
-        return Capabilities(pinned_gpus=pinned_gpu_ids(self.gpus), runtime_identity=identity)
+        return Capabilities(
+            sees_gpu_gates=self.gate_dir is not None,
+            pinned_gpus=pinned_gpu_ids(self.gpus),
+            runtime_identity=identity,
+        )
 
     def isolation(self) -> Isolation:
         notes = [

@@ -92,7 +92,7 @@ class BatchConfig(BaseModel):
         default=4,
         ge=1,
         description="evaluations judged at once on each GPU; their timings stay exclusive through the "
-        "referee's GPU gates (the docker sandbox, whose containers cannot take them, gets 1)",
+        "referee's GPU gates (a sandbox kind whose processes cannot take them gets 1)",
     )
     gpu_lock_dir: Path | None = Field(
         default=None,

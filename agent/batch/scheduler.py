@@ -5,7 +5,7 @@ Several evaluations may share a GPU (`evals_per_gpu` slots each): correctness wo
 timings stay exclusive because the referee's own processes take the GPU's gate
 (sandbox/workers/gpu_gate.py) around every timed or profiled section. The gate is a file per
 physical GPU, so two batches, or a batch and `agent eval`, on one machine never time at once.
-Where the candidate's processes cannot see the gate files (docker containers), the referee holds
+Where the candidate's processes cannot see the gate files (a sandbox that does not mount them), the referee holds
 the gate exclusively around each candidate run itself; the batch then gives each GPU one slot,
 since those runs would only queue behind each other.
 """

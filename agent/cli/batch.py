@@ -251,11 +251,6 @@ def batch_command(
             "[yellow]no CUDA GPU is visible here: solutions are compiled, and every verdict is no_gpu "
             "(recorded as errors, redone by a rerun on a GPU machine)[/]"
         )
-    if evals_per_gpu > 1 and sandbox == "docker":
-        err_console.print(
-            "[yellow]--sandbox docker: its containers cannot take the GPU gates, so each GPU judges "
-            "one evaluation at a time (--evals-per-gpu ignored)[/]"
-        )
     workers = compile_workers or os.cpu_count() or 1
     # Every GPU slot busy, with one compiled candidate more per slot waiting behind it.
     default_concurrency = 8 if model else workers + 2 * evals_per_gpu * max(1, len(gpu_list))

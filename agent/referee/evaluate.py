@@ -150,7 +150,10 @@ def judge_compiled(
             "(other evaluations held them): not the candidate's fault, evaluate it again",
         )
     seeds = Seeds.fresh(trials)
-    inner_gate, outer_gate = gate_holders(gate, sees_gates=sandbox.capabilities.sees_gpu_gates)
+    # Sandboxes show their processes the default gate folder only (a batch's --gpu-lock-dir elsewhere,
+    # under a private /tmp say, stays hidden): a gate outside it is held by the host.
+    sees_gate = sandbox.capabilities.sees_gpu_gates and gate is not None and _in_gate_dir(gate)
+    inner_gate, outer_gate = gate_holders(gate, sees_gates=sees_gate)
     exchange = judge = None
     try:
         exchange = open_exchange(solution, sandbox)
@@ -364,6 +367,10 @@ def gpu_memory_bytes() -> int:
     return torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
 
 
+def _in_gate_dir(gate: str) -> bool:
+    return Path(gate).resolve().parent == gpu_gate_dir().resolve()
+
+
 def ungated_candidate(record: CandidateRecord | None, inner_gate: str | None) -> str | None:
     """Why the candidate's run cannot stand when its supervisor was to take the GPU gate and could
     not open it: its trials and timings ran beside other evaluations' timed sections, which that
@@ -381,9 +388,9 @@ def ungated_candidate(record: CandidateRecord | None, inner_gate: str | None) ->
 
 def gate_holders(gate: str | None, *, sees_gates: bool) -> tuple[str | None, str | None]:
     """(the gate the candidate's supervisor takes, the gate the host holds exclusively around the
-    candidate run). A local sandbox shows its processes the gate folder; a container cannot see
-    it, so there the host keeps the GPU to the candidate for its whole run: slower to share,
-    never timed alongside other work."""
+    candidate run). The local sandbox shows its processes the gate folder and docker mounts it;
+    where a sandbox cannot, the host keeps the GPU to the candidate for its whole run: slower to
+    share, never timed alongside other work."""
     if gate is None:
         return None, None
     return (gate, None) if sees_gates else (None, gate)

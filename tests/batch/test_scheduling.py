@@ -145,9 +145,9 @@ def test_two_batches_on_one_machine_never_time_at_once(tmp_path: Path, evaluator
     assert_timings_exclusive(first + second)
 
 
-def test_docker_judges_one_per_gpu_and_the_referee_gets_the_gate(tmp_path: Path) -> None:
-    """Docker containers cannot take the gates (the referee holds them around each container run:
-    tests/referee/test_gpu_gate.py): one slot per GPU, and the referee is given the GPU's gate."""
+def test_docker_shares_a_gpu_like_local_and_the_referee_gets_the_gate(tmp_path: Path) -> None:
+    """Docker containers see the gate folder (mounted read-only: tests/sandbox/test_docker_gpu.py),
+    so a GPU gets its --evals-per-gpu slots as with the local sandbox, and timings stay exclusive."""
     names = [f"{i}_T{i}" for i in range(1, 5)]
     tasks = make_tasks(tmp_path / "tasks", {1: names})
     for name in names:
@@ -160,15 +160,15 @@ def test_docker_judges_one_per_gpu_and_the_referee_gets_the_gate(tmp_path: Path)
     config = config.model_copy(update={"eval": config.eval.model_copy(update={"sandbox": "docker"})})
     docker = fake_evaluator(config)
     try:
-        assert isinstance(docker, LocalEvaluator) and docker.evals_per_gpu == 1
-        assert not docker.referee_gates and len(docker.workers["0"]) == 1
+        assert isinstance(docker, LocalEvaluator) and docker.evals_per_gpu == 4
+        assert docker.referee_gates and len(docker.workers["0"]) == 4
         summary = BatchRunner(config, evaluator=docker).run()
     finally:
         docker.close()
     assert summary.counts == {"correct": 4}
     entries = read_log(log)
     assert [e["gate"] for e in entries] == [str(tmp_path / "gpu-locks" / "gpu-0.lock")] * 4
-    assert_timings_exclusive(entries, start="start")
+    assert_timings_exclusive(entries)
 
 
 def test_failures_are_recorded_and_the_batch_goes_on(tmp_path: Path, evaluator: LocalEvaluator) -> None:

@@ -322,3 +322,61 @@ def test_real_daemon_takes_the_mapping(tmp_path: Path, docker_client: Any, test_
     null = os.stat("/dev/null").st_rdev
     assert lines[1] == f"{os.major(null):x}:{os.minor(null):x}"
     assert lines[2:] == [CONTAINER_LIB_DIR, "not really libcuda", "read-only", "writable-node"]
+
+
+def test_with_gpus_the_gate_folder_is_mounted_read_only_at_its_host_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The referee passes gate paths as the host names them, so the folder keeps its path inside;
+    read-only is all flock needs. Without GPUs there is no gate to take and no mount."""
+    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path / "cache"))
+    gates = tmp_path / "cache" / "harness" / "gpu-locks"
+    host = fake_host(tmp_path / "host")
+    spec = request(tmp_path, host, gpus="1")
+    assert spec["volumes"][str(gates)] == {"bind": str(gates), "mode": "ro"} and gates.is_dir()
+    assert str(gates) not in request(tmp_path, host, gpus=None)["volumes"]
+    workspace = tmp_path / "ws"
+    with DockerSandbox(
+        workspace=workspace, image="some/image:1", client=FakeClient(), gpu_host=host, gpus="1"
+    ) as box:
+        assert box.capabilities.sees_gpu_gates
+    with DockerSandbox(workspace=workspace, image="some/image:1", client=FakeClient(), gpus=None) as box:
+        assert not box.capabilities.sees_gpu_gates
+
+
+@pytest.mark.docker
+def test_real_daemon_container_waits_at_the_hosts_gate(
+    tmp_path: Path, docker_client: Any, test_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock the host holds on a gate file is seen by a process in the container (flock across
+    the read-only bind mount), so a candidate there cannot take the GPU while another times."""
+    from sandbox.workers.gpu_gate import GpuGate
+
+    if "nvidia" in (docker_client.info().get("Runtimes") or {}):
+        pytest.skip("this daemon has the nvidia runtime")
+    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path / "cache"))
+    gate = tmp_path / "cache" / "harness" / "gpu-locks" / "gpu-1.lock"
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    options = {
+        **docker_options(test_image, docker_client),
+        "gpus": "1",
+        "gpu_host": stand_in_host(tmp_path / "host"),
+    }
+    probe = (
+        "import fcntl, os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+        "try:\n"
+        "    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)\n"
+        "    print('taken')\n"
+        "except BlockingIOError:\n"
+        "    print('held by another')\n"
+    )
+    with DockerSandbox(workspace=workspace, **options) as box:
+        gate.touch()
+        with GpuGate(str(gate)) as host_side:
+            host_side.hold("exclusive")
+            held = box.exec([box.python, "-c", probe, str(gate)], timeout=60)
+        free = box.exec([box.python, "-c", probe, str(gate)], timeout=60)
+    assert held.ok and free.ok, held.stderr + free.stderr
+    assert (held.stdout.strip(), free.stdout.strip()) == ("held by another", "taken")

@@ -69,6 +69,8 @@ def test_docker_capabilities(tmp_path: Path) -> None:
         workspace=tmp_path, image="some/image:1", client=FakeClient(), gpus="0,1", gpu_mode="runtime"
     )
     try:
-        assert box.capabilities == Capabilities(pinned_gpus=("0", "1"), runtime_identity="some/image:1")
+        assert box.capabilities == Capabilities(
+            sees_gpu_gates=True, pinned_gpus=("0", "1"), runtime_identity="some/image:1"
+        )
     finally:
         box.close()

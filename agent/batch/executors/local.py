@@ -8,8 +8,9 @@ A worker runs one call at a time, so a GPU with `evals_per_gpu` slots has that m
 
 Sharing a GPU is safe only because the referee's processes take the GPU's gate themselves
 (`gpu_gate`): shared for correctness work, exclusive for timing and profiling. With a sandbox
-whose processes cannot see the gate files (docker), the referee holds the gate exclusively around
-each candidate run instead, and a GPU gets one slot (more would only queue).
+whose processes cannot see the gate files (a backend that does not mount them), the referee holds
+the gate exclusively around each candidate run instead, and a GPU gets one slot (more would only
+queue).
 """
 
 from __future__ import annotations
@@ -113,8 +114,9 @@ class ProcessWorker:
 
 def gates_in_referee(sandbox: str) -> bool:
     """Whether the referee's processes in sandboxes of this kind can take the GPU gates: the local
-    sandbox shows them the gate folder; docker containers cannot see it."""
-    return sandbox == "local"
+    sandbox shows them the gate folder, and docker mounts it into containers with GPUs. A
+    registered backend of another kind is not assumed to."""
+    return sandbox in ("local", "docker")
 
 
 def resolve_sandbox(sandbox: str) -> str:

@@ -6,8 +6,8 @@ folder, then a judge pinned to that node so it finds the build. The judge asks f
 `num_gpus=1/evals_per_gpu`: Ray runs up to `evals_per_gpu` judges on one GPU and sets
 CUDA_VISIBLE_DEVICES for each, which every process of the evaluation inherits. As with the local
 executor, sharing is safe because the referee's processes take the node's gate of that GPU
-(shared for correctness, exclusive for timing); with the docker sandbox, whose containers cannot,
-a judge takes a whole GPU (`num_gpus=1`) and the referee holds the gate around each candidate run. Files travel with
+(shared for correctness, exclusive for timing); with a sandbox kind whose processes cannot, a
+judge takes a whole GPU (`num_gpus=1`) and the referee holds the gate around each candidate run. Files travel with
 the task (the task's source and the candidate's model files), so workers need no shared
 filesystem. `ray` is an optional dependency: `pip install 'kernel-agent[ray]'`.
 """
