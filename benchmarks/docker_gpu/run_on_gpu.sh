@@ -5,7 +5,7 @@
 #     bash benchmarks/docker_gpu/run_on_gpu.sh          (run(..., carry=[".whl", ".gl"]))
 #
 # Steps, each time-boxed against one budget (RUN_BUDGET_S, default 540 s, under the 600 s a
-# device call gets), each logged under $OUT/docker_gpu/<step>.log, later steps skipped (and said
+# device call gets), each logged as docker_gpu/<step>.log in $OUT/docker_gpu.tgz, later steps skipped (and said
 # so) when the budget is gone or what they need failed:
 #   1. start_dockerd.sh .gl/docker            (dockerd from the carried .debs; docker info)
 #   2. host_gpu                               (the host's /dev/nvidia*, driver libraries, /proc/driver/nvidia)
@@ -23,12 +23,17 @@
 #   DOCKER_GPU_STEPS="start_dockerd image solve_docker adversarial_docker" bash benchmarks/docker_gpu/run_on_gpu.sh
 # tests/referee judges in the local sandbox only, so the referee's verdict in docker is step 6.
 # DOCKER_GPU_STEPS="image eval_docker ..." runs only the steps named (a second call on a warm
-# machine, say: dockerd and the image are kept). At the end: $OUT/docker_gpu/summary.md (each step's exit status and time). Nothing here says
+# machine, say: dockerd and the image are kept). At the end: $OUT/docker_gpu_summary.md (each
+# step's exit status and time) and $OUT/docker_gpu.tgz (every log). Nothing here says
 # whether a GPU was used: read the logs.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
-out="${OUT:-/tmp/out}/docker_gpu"
-mkdir -p "$out"
+# The step logs are many files and a device call brings back at most 8: they are written outside
+# $OUT and packed into $OUT/docker_gpu.tgz at the end (and whenever the script exits).
+out=$(mktemp -d /tmp/docker-gpu-out.XXXXXX)/docker_gpu
+mkdir -p "$out" "${OUT:-/tmp/out}"
+pack() { tar -C "$(dirname "$out")" -czf "${OUT:-/tmp/out}/docker_gpu.tgz" docker_gpu; cp "$out/summary.md" "${OUT:-/tmp/out}/docker_gpu_summary.md"; }
+trap pack EXIT
 budget=${RUN_BUDGET_S:-540}
 started_at=$SECONDS
 work=$(mktemp -d /tmp/docker-gpu.XXXXXX)
