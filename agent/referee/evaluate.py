@@ -106,8 +106,41 @@ def judge_compiled(
 ) -> EvalResult:
     """Verify and profile a solution that `compile_solution` built (the part after compile).
     `options.arch` and `options.compile_timeout_s` were the build's; `started`: when the
-    evaluation began (its total time counts from there)."""
+    evaluation began (its total time counts from there).
+
+    A candidate that ran out of GPU memory while other evaluations held part of it is judged once
+    more with the GPU's whole memory to itself: the estimate of what each evaluation needs
+    (memory_need) can fall short (a convolution's workspace, say), and the others' share is not the
+    candidate's fault. Out of memory with the GPU to itself is."""
     started = started if started is not None else time.monotonic()
+    judged = functools.partial(
+        _judge_compiled, task, solution, compiled, options, sandbox=sandbox, baseline_cache=baseline_cache
+    )
+    result, shared = judged(started=started, whole_gpu=False)
+    if shared and out_of_memory(result):
+        first = result.failure.message if result.failure else result.reason
+        result, _ = judged(started=started, whole_gpu=True)
+        result.reason += f" (judged again with the GPU's memory to itself: it ran out beside other evaluations: {first[:200]})"
+    return result
+
+
+def out_of_memory(result: EvalResult) -> bool:
+    """The candidate's run failed for want of GPU memory."""
+    return result.verdict == "runtime_error" and result.failure is not None and result.failure.kind == "oom"
+
+
+def _judge_compiled(
+    task: Task,
+    solution: Solution,
+    compiled: CompileResult,
+    options: EvalOptions | None,
+    *,
+    sandbox: Sandbox,
+    baseline_cache: BaselineCache | None,
+    started: float,
+    whole_gpu: bool,
+) -> tuple[EvalResult, bool]:
+    """One judging; also whether the GPU's memory was shared with other evaluations meanwhile."""
     options = options or EvalOptions()
     policy, trials, profile, device = options.policy, options.trials, options.profile, options.device
     tolerances = options.tolerances()
@@ -126,10 +159,12 @@ def judge_compiled(
         stage_times=StageTimes(compile_s=compiled.duration_s),
     )
 
-    def done(verdict: Verdict | str, reason: str) -> EvalResult:
+    shared = False
+
+    def done(verdict: Verdict | str, reason: str) -> tuple[EvalResult, bool]:
         result.verdict, result.reason = verdict, reason  # type: ignore[assignment]
         result.stage_times.total_s = time.monotonic() - started
-        return result
+        return result, shared
 
     if not compiled.ok:
         return done("compile_error", compiled.feedback().splitlines()[0])
@@ -141,7 +176,8 @@ def judge_compiled(
             "(torch.cuda.is_available() is False)",
         )
     gate = _gate_file(options.gpu_gate, sandbox, device)
-    memory = _claim_memory(gate, task, MEMORY_WAIT_S)
+    memory = _claim_memory(gate, task, MEMORY_WAIT_S, whole_gpu=whole_gpu)
+    shared = memory is not None and memory.units < gpu_memory.UNITS
     result.stage_times.memory_wait_s = memory.waited_s if memory is not None else 0.0
     if memory is not None and not memory.held:
         return done(
@@ -335,13 +371,16 @@ def _gate_file(option: GateOption, sandbox: Sandbox, device: str) -> str | None:
     return str(path)
 
 
-def _claim_memory(gate: str | None, task: Task, timeout: float) -> gpu_memory.MemoryClaim | None:
-    """This evaluation's share of the GPU's memory (gpu_memory), waited for; None without a gate
-    (the caller keeps the GPU to itself)."""
+def _claim_memory(
+    gate: str | None, task: Task, timeout: float, *, whole_gpu: bool = False
+) -> gpu_memory.MemoryClaim | None:
+    """This evaluation's share of the GPU's memory (gpu_memory), or all of it, waited for; None
+    without a gate (the caller keeps the GPU to itself)."""
     if gate is None:
         return None
     budget = int(GPU_MEMORY_BUDGET * gpu_memory_bytes())
-    claim = gpu_memory.MemoryClaim(gate, gpu_memory.units_for(memory_need(task), budget))
+    units = gpu_memory.UNITS if whole_gpu else gpu_memory.units_for(memory_need(task), budget)
+    claim = gpu_memory.MemoryClaim(gate, units)
     claim.acquire(timeout)
     return claim
 

@@ -219,3 +219,22 @@ def test_the_verdict_table_renders() -> None:
     )
     text = buffer.getvalue()
     assert "correct" in text and "time (yours)" in text and "relu_kernel" in text
+
+
+def test_only_a_candidates_own_out_of_memory_is_judged_again_with_the_whole_gpu() -> None:
+    """judge_compiled judges a candidate again with the GPU's memory to itself when it ran out
+    while others shared the GPU; that is for the candidate's out-of-memory failure alone, not for
+    a wrong answer or a crash of another kind."""
+    from agent.referee.evaluate import out_of_memory
+    from agent.referee.results import FailureReport
+
+    def failed(kind: str, verdict: str = "runtime_error") -> EvalResult:
+        report = FailureReport(
+            stage="trial 0", kind=kind, message="trial 0: OutOfMemoryError: CUDA out of memory"
+        )
+        return result(verdict=verdict, reason=report.message, failure=report)
+
+    assert out_of_memory(failed("oom"))
+    assert not out_of_memory(failed("exception"))
+    assert not out_of_memory(failed("oom", verdict="referee_error"))
+    assert not out_of_memory(result())
