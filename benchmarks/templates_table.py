@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import sqlite3
 import statistics
 import sys
 from dataclasses import dataclass
@@ -28,6 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agent.batch.metrics import Sample, fast_p, geomean_speedup  # noqa: E402
+from agent.batch.records import AttemptRecord  # noqa: E402
+from agent.batch.store import Store, StoreError  # noqa: E402
 from agent.rl.reward import HACK_FLAGS  # noqa: E402
 from agent.templates import NotCovered, recognize  # noqa: E402
 from agent.templates.graph import TraceError, trace_tasks  # noqa: E402
@@ -68,30 +68,27 @@ class TaskRow:
         )
 
 
-REPLACED = ("abandoned", "superseded")  # a later attempt of the same task took its place
+def counted_attempts(store: Store) -> list[AttemptRecord]:
+    """Per task the attempt that counts (Store.results: the latest done, else the latest error) and,
+    for a task without one, its latest attempt: still running when the store was copied. A resumed
+    batch's store also holds the attempts its killed run left, which the redone ones replace."""
+    counted = {(r.batch_key, r.item_key): r for r in store.results()}
+    unfinished = {(r.batch_key, r.item_key): r for r in store.attempts()}  # oldest first: the latest stays
+    rest = [r for key, r in unfinished.items() if key not in counted]
+    return sorted([*counted.values(), *rest], key=lambda r: r.attempt_id)
 
 
-def current_attempts(attempts: list[sqlite3.Row]) -> list[sqlite3.Row]:
-    """Each task's latest attempt that a later one has not replaced (a resumed batch redoes the
-    attempts its killed run left, so the store holds both)."""
-    latest: dict[str, sqlite3.Row] = {}
-    for attempt in attempts:  # in id order
-        kept = latest.get(attempt["item_key"])
-        if kept is None or kept["status"] in REPLACED or attempt["status"] not in REPLACED:
-            latest[attempt["item_key"]] = attempt
-    return list(latest.values())
-
-
-def load_rows(store: Path, kernelbench: Path) -> list[TaskRow]:
-    db = sqlite3.connect(store)
-    db.row_factory = sqlite3.Row
-    attempts = current_attempts(
-        db.execute(
-            "SELECT a.id, a.item_key, a.status, a.wall_s, t.name, t.level"
-            " FROM attempts a JOIN tasks t ON a.task_key = t.key ORDER BY a.id"
-        ).fetchall()
-    )
-    paths = [kernelbench / f"level{a['level']}" / f"{a['name']}.py" for a in attempts]
+def load_rows(store_path: Path, kernelbench: Path) -> list[TaskRow]:
+    with Store(store_path, readonly=True) as store:
+        attempts = counted_attempts(store)
+        evaluations = {
+            a.attempt_id: (
+                store.evaluation_json(a.attempt_id),
+                store.evaluation_json(a.attempt_id, "intermediate"),
+            )
+            for a in attempts
+        }
+    paths = [kernelbench / f"level{a.level}" / f"{a.task_name}.py" for a in attempts]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise SystemExit(
@@ -107,20 +104,17 @@ def load_rows(store: Path, kernelbench: Path) -> list[TaskRow]:
         families[path] = None if isinstance(plan, NotCovered) else plan.family
     rows = []
     for attempt, path in zip(attempts, paths, strict=True):
-        evaluations = db.execute(
-            "SELECT role, result_json FROM evaluations WHERE attempt_id = ? ORDER BY id", (attempt["id"],)
-        ).fetchall()
+        finals, intermediate = evaluations[attempt.attempt_id]
         row = TaskRow(
-            level=attempt["level"],
-            name=attempt["name"],
+            level=attempt.level or 0,
+            name=attempt.task_name,
             family=families[path],
-            finished=attempt["status"] == "done",
-            wall_s=attempt["wall_s"] or 0.0,
-            evaluations=sum(e["role"] != "final" for e in evaluations),
+            finished=attempt.status == "done",
+            wall_s=attempt.wall_s or 0.0,
+            evaluations=len(intermediate),
         )
-        final = next((e for e in reversed(evaluations) if e["role"] == "final"), None)
-        if final is not None:
-            fill(row, json.loads(final["result_json"]))
+        if finals:
+            fill(row, finals[-1])
         rows.append(row)
     return rows
 
@@ -238,7 +232,10 @@ def main() -> int:
     if not args.store.is_file():
         raise SystemExit(f"{args.store}: no such store (the batch's OUT/store.sqlite)")
 
-    rows = load_rows(args.store, args.kernelbench)
+    try:
+        rows = load_rows(args.store, args.kernelbench)
+    except StoreError as exc:
+        raise SystemExit(str(exc)) from None
     levels = sorted({r.level for r in rows})
     totals = {level: len(list((args.kernelbench / f"level{level}").glob("*.py"))) for level in levels}
     unfinished = [r for r in rows if not r.finished]

@@ -118,7 +118,7 @@ def judge_compiled(
     )
     result, shared = judged(started=started, whole_gpu=False)
     if shared and out_of_memory(result):
-        first = result.failure.message if result.failure else result.reason
+        first = result.reason  # the failure's message
         result, _ = judged(started=started, whole_gpu=True)
         result.reason += f" (judged again with the GPU's memory to itself: it ran out beside other evaluations: {first[:200]})"
     return result

@@ -57,27 +57,31 @@ def test_hack_flags_and_noise_never_count_as_faster() -> None:
 
 def test_a_resumed_batch_counts_each_task_once(tmp_path) -> None:
     """A batch resumed after its machine went away holds the killed run's `abandoned` attempts
-    beside the ones that redid them: the table counts the redone attempt, once."""
-    import sqlite3
+    beside the ones that redid them: the table counts the redone attempt, once, and a task still
+    running when the store was copied by its latest attempt."""
+    from agent.batch.config import AttemptOutcome, WorkItem
+    from agent.batch.store import Store
+    from agent.tasks import load_folder
+    from tests.batch.helpers import fake_config, make_tasks
 
-    db = sqlite3.connect(tmp_path / "store.sqlite")
-    db.row_factory = sqlite3.Row
-    db.execute("CREATE TABLE attempts (id INTEGER PRIMARY KEY, item_key TEXT, status TEXT)")
-    db.executemany(
-        "INSERT INTO attempts (item_key, status) VALUES (?, ?)",
-        [
-            ("relu", "done"),
-            ("conv", "abandoned"),
-            ("gelu", "running"),
-            ("conv", "done"),
-            ("norm", "abandoned"),
-        ],
-    )
-    rows = db.execute("SELECT id, item_key, status FROM attempts ORDER BY id").fetchall()
-    kept = {r["item_key"]: (r["id"], r["status"]) for r in tt.current_attempts(rows)}
-    assert kept == {
-        "relu": (1, "done"),
-        "conv": (4, "done"),
-        "gelu": (3, "running"),
-        "norm": (5, "abandoned"),
-    }
+    root = make_tasks(tmp_path / "tasks", {1: ["1_A", "2_B", "3_C"]})
+    tasks, _ = load_folder(root, instantiate=False)
+    a, b, c = (WorkItem(task=t, candidate="sample_0") for t in tasks)
+    config = fake_config(tmp_path, root, tmp_path / "sols")
+    path = tmp_path / "store.sqlite"
+    with Store(path) as store:
+        store.add_tasks(tasks)
+        first = store.start_run(config, versions={}, gpus=[])
+        for item in (a, b, c):
+            claim = store.claim(first, "k", item)
+            assert claim is not None
+            if item is a:
+                store.finish_attempt(claim.attempt_id, AttemptOutcome(status="done", wall_s=1.0))
+        store.abandon_running(first, "the machine went away")  # b and c were in flight
+        second = store.start_run(config, versions={}, gpus=[])
+        redo = store.claim(second, "k", b)
+        assert redo is not None
+        store.finish_attempt(redo.attempt_id, AttemptOutcome(status="done", wall_s=2.0))
+    with Store(path, readonly=True) as store:
+        counted = [(r.task_name, r.status, r.wall_s) for r in tt.counted_attempts(store)]
+    assert counted == [("1_A", "done", 1.0), ("3_C", "abandoned", 0.0), ("2_B", "done", 2.0)]
