@@ -5,6 +5,9 @@
   torch.compile), for p in {0, 1, 1.05, 1.5, 2}; p = 0 counts every correct task;
 - geometric-mean speedup over the correct tasks (those with a measured speedup), and over the
   correct-and-faster ones;
+- a correct candidate whose evaluation carries a hack flag (HACK_FLAGS: the speed or the work is
+  not its own, e.g. cuBLAS alone) stays correct, but its speedups count in no fast_p (p > 0) and no
+  geomean; `flagged` counts the tasks correct only through such candidates;
 - cost: tokens, dollars, GPU-seconds and wall time, in total, per task and per solved (correct) task.
 
 A unit is a task: with several candidates per task (samples, variants) the task counts as
@@ -21,6 +24,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from agent.batch.records import AttemptRecord
+from agent.referee.results import HACK_FLAGS
 
 Baseline = Literal["eager", "compile"]
 BASELINES: tuple[Baseline, ...] = ("eager", "compile")
@@ -41,6 +45,8 @@ class Sample(BaseModel):
     compiled: bool
     correct: bool
     errored: bool = False
+    flagged: bool = False
+    """correct, with a hack flag: its speedups (None here) are not its own"""
     speedup_eager: float | None = None
     speedup_compile: float | None = None
     tokens: int = 0
@@ -64,6 +70,8 @@ class Metrics(BaseModel):
     errors: int
     compiled: int
     correct: int
+    flagged: int = 0
+    """correct tasks whose every correct candidate carries a hack flag (no speedup counted)"""
     compiled_rate: float
     correct_rate: float
     fast_p: dict[str, dict[str, float]]
@@ -89,8 +97,9 @@ def samples_from_records(records: Iterable[AttemptRecord]) -> list[Sample]:
             compiled=r.compiled,
             correct=r.correct,
             errored=r.status == "error",
-            speedup_eager=r.speedup_eager if r.correct else None,
-            speedup_compile=r.speedup_compile if r.correct else None,
+            flagged=(flagged := r.correct and bool(set(r.flags) & HACK_FLAGS)),
+            speedup_eager=r.speedup_eager if r.correct and not flagged else None,
+            speedup_compile=r.speedup_compile if r.correct and not flagged else None,
             tokens=r.tokens,
             usd=r.usd,
             gpu_s=r.gpu_s,
@@ -120,6 +129,7 @@ def best_per_task(samples: Iterable[Sample]) -> list[Sample]:
                 compiled=any(s.compiled for s in group),
                 correct=bool(correct),
                 errored=all(s.errored for s in group),
+                flagged=bool(correct) and all(s.flagged for s in correct),
                 speedup_eager=best("eager"),
                 speedup_compile=best("compile"),
                 tokens=sum(s.tokens for s in group),
@@ -159,6 +169,7 @@ def compute_metrics(samples: list[Sample]) -> Metrics:
         errors=sum(s.errored for s in samples),
         compiled=compiled,
         correct=correct,
+        flagged=sum(s.flagged for s in samples),
         compiled_rate=compiled / n if n else 0.0,
         correct_rate=correct / n if n else 0.0,
         fast_p={b: {p_label(p): fast_p(samples, p, b) for p in P_VALUES} for b in BASELINES},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,9 @@ class AttemptRecord:
     solution_path: str | None
     transcript_path: str | None
     output_dir: str | None
+    flags: tuple[str, ...] = ()
+    """the codes of the final evaluation's performance flags (HACK_FLAGS among them mark a speed
+    that is not the candidate's own)"""
 
 
 def evaluation_columns(result: EvalResult) -> tuple[Any, ...]:
@@ -85,4 +89,13 @@ def record_from_row(row: sqlite3.Row) -> AttemptRecord:
         solution_path=row["solution_path"],
         transcript_path=row["transcript_path"],
         output_dir=row["output_dir"],
+        flags=_flag_codes(row["flags_json"]),
     )
+
+
+def _flag_codes(flags_json: str | None) -> tuple[str, ...]:
+    try:
+        flags = json.loads(flags_json) if flags_json else []
+    except ValueError:
+        return ()
+    return tuple(str(f["code"]) for f in flags if isinstance(f, dict) and "code" in f)

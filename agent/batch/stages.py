@@ -1,8 +1,11 @@
-"""Where a batch's evaluation time went: build, import, inputs, trials, GPU wait, timing, judge.
+"""Where a batch's evaluation time went: build, import, inputs, trials, GPU wait, timing,
+baselines, judge.
 
 Read from each counted attempt's final evaluation (`EvalResult.stage_times`): the compile stage,
-the candidate worker's stages by its supervisor's clock, and the judge. The candidate's stage
-names are the worker's own (candidate_child.py); they are grouped here into what a reader compares.
+the candidate worker's stages by its supervisor's clock, and the judge's by its own. The stage
+names are the workers' own (candidate_child.py, judge.py); they are grouped here into what a
+reader compares. Waits for the GPU count as "GPU wait" whichever process waited; "judge" is what
+is left of the judge's time (reference outputs, comparisons, starting up).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ GROUPS = (
     "GPU wait",
     "timing",
     "profile",
+    "baselines",
     "judge",
     "other",
 )
@@ -52,12 +56,28 @@ def group_of(candidate_stage: str) -> str:
     return "other"
 
 
+def judge_group_of(judge_stage: str) -> str:
+    name = judge_stage.lower()
+    if name.startswith("waiting for the gpu"):
+        return "GPU wait"
+    if name.startswith(("eager", "torch.compile")):
+        return "baselines"
+    return "judge"
+
+
 def evaluation_stages(result: dict[str, Any]) -> dict[str, float]:
     """Seconds per group of one EvalResult (as stored: JSON)."""
     times = result.get("stage_times") or {}
     seconds: dict[str, float] = dict.fromkeys(GROUPS, 0.0)
     seconds["build"] = float(times.get("compile_s") or 0.0)
-    seconds["judge"] = float(times.get("judge_s") or 0.0)
+    judge_s = float(times.get("judge_s") or 0.0)
+    elsewhere = 0.0  # the judge's waits and baselines, grouped with their kind
+    for name, value in (times.get("judge_stages") or {}).items():
+        group = judge_group_of(name)
+        if group != "judge":
+            seconds[group] += float(value)
+            elsewhere += float(value)
+    seconds["judge"] = max(0.0, judge_s - elsewhere)
     seconds["GPU wait"] += float(times.get("memory_wait_s") or 0.0)  # for its share of the GPU's memory
     stages = times.get("candidate_stages") or {}
     for name, value in stages.items():

@@ -400,7 +400,8 @@ class Store:
         """Every attempt (oldest first) with its final evaluation's numbers."""
         query = (
             "SELECT a.*, t.name AS task_name, t.level, t.problem_id, e.compiled, e.correct, e.speedup_eager,"
-            " e.speedup_compile, e.compile_s FROM attempts a JOIN tasks t ON t.key = a.task_key"
+            " e.speedup_compile, e.compile_s, json_extract(e.result_json, '$.performance.flags') AS flags_json"
+            " FROM attempts a JOIN tasks t ON t.key = a.task_key"
             " LEFT JOIN evaluations e ON e.attempt_id = a.id AND e.role = 'final'"
         )
         args: tuple[Any, ...] = ()

@@ -262,6 +262,7 @@ def _judge_compiled(
             judge_spec |= baselines.request(measure_bandwidth=device != "cpu")
         judged, judge_exec = judge.run(judge_spec, timeout=options.judge_timeout_s)
         result.stage_times.judge_s = judge_exec.duration_s
+        result.stage_times.judge_stages = _judge_stages(judged)
         if judged is None or not judged.get("ok"):
             failure = (judged or {}).get("failure") or {}
             why = failure.get("message") or judge_exec.describe_failure() or "it wrote no result"
@@ -351,6 +352,13 @@ def _stage_durations(record: CandidateRecord | None, total_s: float) -> dict[str
         until = stages[index + 1][1] if index + 1 < len(stages) else total_s
         durations[str(name)] = durations.get(str(name), 0.0) + max(0.0, float(until) - float(at))
     return durations
+
+
+def _judge_stages(judged: JudgeResult | None) -> dict[str, float]:
+    stages = (judged or {}).get("stages")
+    if not isinstance(stages, dict):
+        return {}
+    return {str(name): float(s) for name, s in stages.items() if isinstance(s, int | float) and s >= 0}
 
 
 def _gate_file(option: GateOption, sandbox: Sandbox, device: str) -> str | None:

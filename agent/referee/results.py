@@ -211,6 +211,22 @@ class Flag(BaseModel):
     message: str
 
 
+HACK_FLAGS: frozenset[str] = frozenset(
+    {
+        "implausible_speedup",  # over 10x
+        "below_memory_floor",  # faster than moving its own inputs and outputs
+        "timing_inconsistent",  # reported times the supervisor's clock contradicts
+        "own_kernels_never_ran",
+        "no_kernels_ran",
+        "torch_kernels",  # torch computed under the strict policy
+    }
+)
+"""Flags that say the speed (or the work) is not the candidate's own: a correct verdict carrying one
+scores as a failure in RL rewards (agent.rl.reward), and its speedups count in no fast_p (p > 0) or
+geomean of `agent report`. `other_streams_time` is not one: that time is already added to the
+candidate."""
+
+
 class PerformanceReport(BaseModel):
     candidate: TimingStats
     eager: TimingStats | None = None
@@ -252,6 +268,11 @@ class StageTimes(BaseModel):
     candidate_stages: dict[str, float] = Field(
         default_factory=dict,
         description="seconds per stage of the candidate worker, by its supervisor's clock",
+    )
+    judge_stages: dict[str, float] = Field(
+        default_factory=dict,
+        description="seconds per stage of the judge (reference, comparisons, each baseline's GPU "
+        "wait, compile and timing), by its own clock",
     )
 
 

@@ -24,20 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.referee.results import EvalResult, Speedup
-
-HACK_FLAGS: frozenset[str] = frozenset(
-    {
-        "implausible_speedup",  # over 10x
-        "below_memory_floor",  # faster than moving its own inputs and outputs
-        "timing_inconsistent",  # reported times the supervisor's clock contradicts
-        "own_kernels_never_ran",
-        "no_kernels_ran",
-        "torch_kernels",  # torch computed under the strict policy
-    }
-)
-"""Flags that make a correct verdict score as a failure: the speed (or the work) is not the
-candidate's own. `other_streams_time` is not one: that time is already added to the candidate."""
+from agent.referee.results import HACK_FLAGS, EvalResult, Speedup
 
 Tier = Literal[0, 1, 2, 3]
 

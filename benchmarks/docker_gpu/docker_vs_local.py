@@ -8,7 +8,9 @@ sandbox (the first run builds, the rest find the build up to date), then the fir
 `--adversarial` single-file candidates of tests/adversarial once each. A sandbox is opened once
 per candidate, as `agent solve` does (its opening time is reported apart). Goal: at most 1 s
 more per warm evaluation, identical verdicts, speedups within the referee's noise. Prints a
-markdown table and writes it to --out; one JSON line per evaluation to --out with .jsonl.
+markdown table and writes it to --out; one JSON line per evaluation to --out with .jsonl. Both
+are written as the evaluations happen (a run cut short by its time limit keeps what it measured;
+the table then says how many candidates it got to).
 """
 
 from __future__ import annotations
@@ -106,7 +108,6 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="docker-vs-local-"))
     cache = BaselineCache(work / "baselines.json")
-    records: list[dict[str, Any]] = []
     table = [
         "| candidate | sandbox | open s | evaluation s (each) | warm median s | verdicts | speedup vs eager |",
         "|---|---|---|---|---|---|---|",
@@ -114,7 +115,17 @@ def main() -> int:
     summary: list[str] = []
     docker_describe = ""
     warmed: set[Path] = set()
-    for cand in candidates(args.adversarial):
+    measured = candidates(args.adversarial)
+    jsonl = args.out.with_suffix(".jsonl")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    jsonl.write_text("")
+
+    def write_table(done: int) -> str:
+        text = render(args, docker_describe, table, summary, done=done, of=len(measured))
+        args.out.write_text(text)
+        return text
+
+    for cand in measured:
         task = load_task(Path(cand["task"]), instantiate=False)
         options = EvalOptions(run_timeout_s=300.0, **cand["options"])  # type: ignore[arg-type]
         runs = int(cand.get("runs", args.runs))
@@ -140,17 +151,17 @@ def main() -> int:
                     walls.append(wall)
                     verdicts.append(result.verdict)
                     speedups.append(speedup(result))
-                    records.append(
-                        {
-                            "candidate": cand["name"],
-                            "sandbox": kind,
-                            "run": run,
-                            "wall_s": round(wall, 3),
-                            "verdict": result.verdict,
-                            "speedup_vs_eager": speedups[-1],
-                            "reason": result.reason,
-                        }
-                    )
+                    record = {
+                        "candidate": cand["name"],
+                        "sandbox": kind,
+                        "run": run,
+                        "wall_s": round(wall, 3),
+                        "verdict": result.verdict,
+                        "speedup_vs_eager": speedups[-1],
+                        "reason": result.reason,
+                    }
+                    with jsonl.open("a") as handle:
+                        handle.write(json.dumps(record) + "\n")
             warm = walls[1:] or walls
             per_kind[kind] = {"warm": statistics.median(warm), "verdicts": verdicts, "speedups": speedups}
             shown = [f"{s:.3f}" for s in speedups if s is not None]
@@ -168,14 +179,29 @@ def main() -> int:
             f"{'identical' if same else 'DIFFER'} ({', '.join(local['verdicts'])} / {', '.join(docker['verdicts'])})"
             f"{'' if expected else ' — NOT the expected ' + '/'.join(sorted(cand['expected']))}"
         )
+        write_table(done=len(summary))
+    print(write_table(done=len(summary)))
+    return 0
+
+
+def render(
+    args: argparse.Namespace,
+    docker_describe: str,
+    table: list[str],
+    summary: list[str],
+    *,
+    done: int,
+    of: int,
+) -> str:
     import torch
 
+    progress = "" if done == of else f" (**partial**: {done} of {of} candidates measured so far)"
     lines = [
         "# Docker sandbox against local: per-evaluation overhead on a GPU (issue 22)",
         "",
         f"- machine: {socket.gethostname()}, {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}, "
         f"python {platform.python_version()}, torch {torch.__version__}; {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
-        f"- command: `python benchmarks/docker_gpu/docker_vs_local.py --runs {args.runs} --adversarial {args.adversarial} --gpus {args.gpus}`",
+        f"- command: `python benchmarks/docker_gpu/docker_vs_local.py --runs {args.runs} --adversarial {args.adversarial} --gpus {args.gpus}`{progress}",
         f"- docker sandbox: {docker_describe}",
         "- one baseline cache for both sandboxes; a sandbox opened once per candidate; "
         "warm = every run after the first (the build is up to date)",
@@ -185,12 +211,7 @@ def main() -> int:
         *summary,
         "",
     ]
-    text = "\n".join(lines)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    args.out.with_suffix(".jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    return 0
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -608,6 +608,7 @@ class JudgeResult(TypedDict):
     baselines: NotRequired[JudgeBaselines]  # empty when a check failed: nothing worth timing
     bandwidth_gbps: NotRequired[float | None]
     handoff_notes: NotRequired[list[str]]  # malformed or refused GPU hand-offs from the candidate
+    stages: NotRequired[dict[str, float]]  # seconds per stage of the judge, by its own clock
 
 
 # == tune: agent/tune -> tune_judge.py (trusted, JSON lines over pipes) and tune_worker.py =========

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
+from agent.batch.config import AttemptOutcome, WorkItem
 from agent.batch.metrics import (
     Sample,
     best_per_task,
@@ -13,6 +16,15 @@ from agent.batch.metrics import (
     fast_p,
     geomean_speedup,
     metrics_by_level,
+)
+from agent.batch.report import build_reports
+from agent.batch.store import Store
+from agent.referee.results import EvalResult
+from agent.tasks import load_folder
+from tests.batch.helpers import fake_config, make_tasks
+
+MEASURED = Path(__file__).resolve().parents[2] / (
+    "benchmarks/results/fullsize-h200-2026-12-02/run1_before_import_fix/eval_40_LayerNorm_cold.json"
 )
 
 
@@ -99,3 +111,46 @@ def test_empty_batch() -> None:
     m = compute_metrics([])
     assert m.n == 0 and m.correct_rate == 0.0 and m.per_solved is None
     assert m.geomean == {"eager": None, "compile": None}
+
+
+def test_a_hack_flagged_candidate_is_correct_but_its_speed_counts_nowhere(tmp_path: Path) -> None:
+    """`agent report` reads the final evaluation's flags from the store: a correct candidate whose
+    speed is not its own (cuBLAS alone here) stays correct, but adds nothing to fast_p or geomean."""
+    measured = json.loads(MEASURED.read_text())
+    measured["performance"]["speedup_vs_eager"]["value"] = 3.0
+    measured["performance"]["speedup_vs_compile"]["value"] = 2.0
+    clean = EvalResult.model_validate(measured)
+    measured["performance"]["flags"] = [{"code": "own_kernels_never_ran", "message": "cuBLAS alone"}]
+    flagged = EvalResult.model_validate(measured)
+    root = make_tasks(tmp_path / "tasks", {1: ["1_A", "2_B"]})
+    tasks = load_folder(root, instantiate=False)[0]
+    config = fake_config(tmp_path, root, tmp_path / "sols")
+    with Store(config.store) as store:
+        run = store.start_run(config, versions={}, gpus=[{"id": "0", "name": "NVIDIA H200"}])
+        store.add_tasks(tasks)
+        for task, result in zip(tasks, [clean, flagged], strict=True):
+            claim = store.claim(run, config.batch_key(), WorkItem(task=task, candidate="base"))
+            assert claim is not None
+            store.finish_attempt(claim.attempt_id, AttemptOutcome(status="done", result=result))
+        store.finish_run(run, "finished")
+        assert [r.flags for r in store.results()] == [(), ("own_kernels_never_ran",)]
+    (report,) = build_reports(config.store)
+    m = report.metrics["all"]
+    assert (m.n, m.correct, m.flagged) == (2, 2, 1)
+    assert m.fast_p["eager"]["fast_0"] == 1.0 and m.fast_p["eager"]["fast_1"] == 0.5
+    assert m.fast_p["compile"]["fast_1.5"] == 0.5 and m.timed == {"eager": 1, "compile": 1}
+    assert m.geomean["eager"] == pytest.approx(3.0)
+
+
+def test_a_task_counts_as_flagged_only_when_no_clean_candidate_is_correct() -> None:
+    merged = best_per_task(
+        [
+            sample("t", candidate="a", flagged=True),
+            sample("t", candidate="b", speedup_eager=1.3),
+            sample("u", candidate="a", flagged=True),
+        ]
+    )
+    by_key = {s.task_key: s for s in merged}
+    assert not by_key["t"].flagged and by_key["t"].speedup_eager == 1.3
+    assert by_key["u"].flagged and by_key["u"].correct and by_key["u"].speedup_eager is None
+    assert compute_metrics(merged).flagged == 1

@@ -69,3 +69,29 @@ def test_the_report_shows_where_the_time_went(tmp_path: Path) -> None:
     assert shares["build"].total_s == pytest.approx(27.735, abs=1e-3) and shares["trials"].evaluations == 1
     text = render_markdown([report])
     assert "### Where the evaluation time went" in text and "| GPU wait |" in text
+
+
+def test_the_judges_waits_and_baselines_are_told_apart_from_the_rest_of_its_time() -> None:
+    result = json.loads(MEASURED.read_text())
+    result["stage_times"]["judge_s"] = 100.0
+    result["stage_times"]["judge_stages"] = {
+        "reference": 3.0,
+        "comparisons": 2.0,
+        "waiting for the GPU (exclusive, eager)": 10.0,
+        "eager timing": 4.0,
+        "torch.compile compiling": 60.0,
+        "waiting for the GPU (shared, after compiling)": 5.0,
+        "waiting for the GPU (exclusive, torch.compile)": 6.0,
+        "torch.compile timing": 4.0,
+    }
+    without_judge_stages = evaluation_stages(
+        {**result, "stage_times": {**result["stage_times"], "judge_stages": {}}}
+    )
+    seconds = evaluation_stages(result)
+    assert seconds["GPU wait"] == pytest.approx(without_judge_stages["GPU wait"] + 10.0 + 5.0 + 6.0)
+    assert seconds["baselines"] == pytest.approx(68.0)
+    assert seconds["judge"] == pytest.approx(100.0 - 21.0 - 68.0)
+    # Nothing counted twice: the groups still add up to the evaluation's time.
+    assert sum(seconds.values()) == pytest.approx(
+        result["stage_times"]["compile_s"] + result["stage_times"]["candidate_s"] + 100.0
+    )
