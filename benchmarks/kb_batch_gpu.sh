@@ -58,7 +58,9 @@ wait)
     while [ ! -f "$RUN/exit" ] && ((SECONDS < deadline)); do sleep 5; done
     cp "$RUN/console.log" "$RUN/out/" 2>/dev/null
     if [ ! -f "$RUN/exit" ]; then  # what is done so far, from the live store
-        python3 -m agent.cli.app report "$RUN/batch" > "$RUN/out/report_so_far.txt" 2>&1
+        # A later device call may not have sourced gpu_setup.sh: the wheels it installed are still there.
+        [ -d /tmp/site ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+        (cd "$RUN/repo" && python3 -m agent.cli.app report "$RUN/batch") > "$RUN/out/report_so_far.txt" 2>&1
     fi
     sqlite3 "$RUN/batch/store.sqlite" ".backup '$RUN/out/store.sqlite'" 2>/dev/null \
         || python3 -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d)" \
