@@ -17,7 +17,7 @@ from agent.batch.metrics import (
     geomean_speedup,
     metrics_by_level,
 )
-from agent.batch.report import build_reports
+from agent.batch.report import build_reports, render_markdown
 from agent.batch.store import Store
 from agent.referee.results import EvalResult
 from agent.tasks import load_folder
@@ -140,6 +140,10 @@ def test_a_hack_flagged_candidate_is_correct_but_its_speed_counts_nowhere(tmp_pa
     assert m.fast_p["eager"]["fast_0"] == 1.0 and m.fast_p["eager"]["fast_1"] == 0.5
     assert m.fast_p["compile"]["fast_1.5"] == 0.5 and m.timed == {"eager": 1, "compile": 1}
     assert m.geomean["eager"] == pytest.approx(3.0)
+    summary = render_markdown([report]).split("| scope | tasks |")[1]  # the first table: KernelBench's
+    assert "| errors | hack-flagged |" in summary.splitlines()[0]
+    all_row = next(line for line in summary.splitlines() if line.startswith("| all |"))
+    assert all_row.endswith("| 0 | 1 |")  # errors, hack-flagged
 
 
 def test_a_task_counts_as_flagged_only_when_no_clean_candidate_is_correct() -> None:
