@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -136,9 +137,8 @@ def _judge(
         result["state_checksum"] = state_checksum(model.state_dict())
     tolerances = spec["tolerances"]
     with _stage(stages, "comparisons"):
-        _compare_all(spec, result, model, get_inputs, tolerances, received)
+        checked = _compare_all(spec, result, model, get_inputs, tolerances, received)
 
-    checked = [d for report in [*result["trials"], *result["rechecks"]] for d in report.get("diffs", [])]
     received.clear()
     if device.startswith("cuda"):
         torch.cuda.empty_cache()  # what the comparisons held goes back to other evaluations on this GPU
@@ -160,12 +160,12 @@ def _compare_all(
     spec: JudgeSpec,
     result: JudgeResult,
     model: torch.nn.Module,
-    get_inputs: object,
+    get_inputs: Callable[[], Any],
     tolerances: Tolerances,
     received: HandedOver,
-) -> None:
+) -> list[DiffRecord]:
     """Every trial and recheck: the reference's outputs on inputs rebuilt from their seeds, against
-    the candidate's."""
+    the candidate's. Returns every output's diff."""
     device = spec["device"]
     trials: list[JudgedTrial] = []
     result["trials"] = trials
@@ -198,6 +198,7 @@ def _compare_all(
         }
         rechecks.append(rechecked)
         del inputs
+    return [d for report in [*trials, *rechecks] for d in report.get("diffs", [])]
 
 
 def _reference_and_diffs(
