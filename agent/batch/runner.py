@@ -83,6 +83,21 @@ def select(items: list[WorkItem], patterns: list[str]) -> list[WorkItem]:
     ]
 
 
+def interleave_levels(items: list[WorkItem]) -> list[WorkItem]:
+    """The order items start in: one of each level in turn, the highest level first, each level
+    in its own order. Levels load the machine differently (level 1 at full size: GPU memory,
+    each elementwise task most of it; level 3: CPU, minutes of torch.compile per baseline), so
+    mixing them keeps both busy where a batch over level1 level2 level3 in folder order would
+    queue the memory-bound tasks behind each other and end on a tail of long compiles."""
+    by_level: dict[int, list[WorkItem]] = {}
+    for item in items:
+        by_level.setdefault(item.task.level if item.task.level is not None else 0, []).append(item)
+    queues = [by_level[level] for level in sorted(by_level, reverse=True)]
+    return [
+        queue_[i] for i in range(max(map(len, queues), default=0)) for queue_ in queues if i < len(queue_)
+    ]
+
+
 class BatchRunner:
     def __init__(
         self,
@@ -158,7 +173,7 @@ class BatchRunner:
         summary: BatchSummary,
     ) -> None:
         work: queue.Queue[WorkItem] = queue.Queue()
-        for item in items:
+        for item in interleave_levels(items):
             work.put(item)
 
         def worker() -> None:

@@ -15,12 +15,13 @@ import pytest
 from agent.batch.config import WorkItem
 from agent.batch.executors.local import LocalEvaluator
 from agent.batch.fakes import scripted_solver
-from agent.batch.runner import BatchRunner
+from agent.batch.runner import BatchRunner, interleave_levels
 from agent.batch.scheduler import NO_GPU, CircuitBreaker, GpuPool
 from agent.batch.store import Store
 from agent.messages import Usage
 from agent.models.base import ModelError
 from agent.models.scripted import ScriptedModel, text_turn
+from agent.tasks import Task
 from tests.batch.helpers import (
     assert_timings_exclusive,
     fake_config,
@@ -372,3 +373,15 @@ def test_the_fake_judge_resolves_auto_to_the_referees_gate_file(
         assert gate is None  # no GPU, no gate
     with _open_gate(None, "3") as gate:
         assert gate is None  # the caller holds the GPU
+
+
+def test_levels_start_interleaved_highest_level_first_each_in_its_own_order() -> None:
+    def item(level: int | None, name: str) -> WorkItem:
+        task = Task(path=Path(f"{name}.py"), name=name, level=level, sha256="0" * 64)
+        return WorkItem(task=task, candidate="base")
+
+    items = [item(1, "a1"), item(1, "b1"), item(1, "c1"), item(2, "a2"), item(3, "a3"), item(3, "b3")]
+    items.append(item(None, "loose"))
+    order = [i.task.name for i in interleave_levels(items)]
+    assert order == ["a3", "a2", "a1", "loose", "b3", "b1", "c1"]
+    assert sorted(order) == sorted(i.task.name for i in items)  # nothing lost or doubled
