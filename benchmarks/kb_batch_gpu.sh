@@ -6,6 +6,7 @@
 #
 #   bash benchmarks/kb_batch_gpu.sh start     # from the repository root, after gpu_setup.sh
 #   OUT=... bash benchmarks/kb_batch_gpu.sh wait 540    # again until it prints "finished"
+#   bash benchmarks/kb_batch_gpu.sh stop        # give it up; returns once the GPU runs nothing of it
 #
 # `start` copies the repository to /tmp first (each device call lays the working tree out anew)
 # and runs the batch in its own process session, which outlives the call while the machine stays
@@ -50,7 +51,18 @@ start)
         cp "$run/batch/report.md" "$out/" 2>/dev/null
         echo "$status" > "$run/exit"
     ' "$RUN" > "$RUN/console.log" 2>&1 < /dev/null &
+    echo $! > "$RUN/pid"
     echo "started: pid $!, log $RUN/out/batch.log"
+    ;;
+stop)
+    # The batch, its evaluation workers and nvidia-smi share the process group; the judges and the
+    # sandboxed candidates have sessions of their own and die with their parents.
+    [ -f "$RUN/pid" ] && kill -- -"$(cat "$RUN/pid")" 2>/dev/null
+    for _ in $(seq 60); do
+        [ -z "$(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null)" ] && break
+        sleep 1
+    done
+    echo "stopped; processes on the GPU now: $(nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader | tr '\n' ' ')"
     ;;
 wait)
     : "${OUT:?set OUT to the folder that comes back from the GPU machine}"
@@ -78,7 +90,7 @@ wait)
     exit 124
     ;;
 *)
-    echo "usage: $0 start | wait [SECONDS]" >&2
+    echo "usage: $0 start | wait [SECONDS] | stop" >&2
     exit 2
     ;;
 esac

@@ -111,13 +111,15 @@ def judge_compiled(
     A candidate that ran out of GPU memory while other evaluations held part of it is judged once
     more with the GPU's whole memory to itself: the estimate of what each evaluation needs
     (memory_need) can fall short (a convolution's workspace, say), and the others' share is not the
-    candidate's fault. Out of memory with the GPU to itself is."""
+    candidate's fault. Out of memory with the GPU to itself is. So is the referee's own want of
+    room beside others (the judge could not take a 7.5 GB output with 7.6 GB free, level-1 RMSNorm
+    in a full-size batch on the H200): judged again alone, or said as too large for this GPU."""
     started = started if started is not None else time.monotonic()
     judged = functools.partial(
         _judge_compiled, task, solution, compiled, options, sandbox=sandbox, baseline_cache=baseline_cache
     )
     result, shared = judged(started=started, whole_gpu=False)
-    if shared and out_of_memory(result):
+    if shared and (out_of_memory(result) or referee_short_of_memory(result)):
         first = result.reason  # the failure's message
         result, _ = judged(started=started, whole_gpu=True)
         result.reason += f" (judged again with the GPU's memory to itself: it ran out beside other evaluations: {first[:200]})"
@@ -127,6 +129,15 @@ def judge_compiled(
 def out_of_memory(result: EvalResult) -> bool:
     """The candidate's run failed for want of GPU memory."""
     return result.verdict == "runtime_error" and result.failure is not None and result.failure.kind == "oom"
+
+
+def referee_short_of_memory(result: EvalResult) -> bool:
+    """The referee could not keep or take the outputs for want of room (`referee_capacity`)."""
+    return (
+        result.verdict == "referee_error"
+        and result.failure is not None
+        and result.failure.kind == "referee_capacity"
+    )
 
 
 def _judge_compiled(

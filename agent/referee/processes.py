@@ -187,7 +187,8 @@ class JudgeProcess:
         env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
         env.update(env_overrides or {})
         self.started = time.monotonic()
-        args = [sys.executable, "-I", str(WORKERS_DIR / "judge.py")]
+        # It dies with this process (sandbox/workers/lifetime.py): the thread that starts it waits for it.
+        args = [sys.executable, "-I", str(WORKERS_DIR / "judge.py"), "--parent", str(os.getpid())]
         passed = list(memory_fds or [])
         if handoff is not None:
             args += ["--handoff-fd", str(handoff.fileno()), "--device", device]

@@ -10,13 +10,14 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from sandbox.base import WORKERS_DIR
 
 sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
 import judge
-from gpu_gate import GpuGate
+from gpu_gate import GpuGate, Mode
 
 
 def exclusive_now(path: str) -> bool:
@@ -98,3 +99,96 @@ def test_the_callbacks_are_gone_afterwards_even_when_the_compile_fails(tmp_path:
             raise AssertionError("the compile should have failed")
         assert gate.mode == "shared"
     assert (callback_handler.start_callbacks, callback_handler.end_callbacks) == before
+
+
+class RecordingGate(GpuGate):
+    def __init__(self, path: str, events: list[str]) -> None:
+        super().__init__(path)
+        self.events = events
+
+    def hold(self, mode: Mode) -> None:
+        if mode != self.mode:
+            self.events.append(f"hold {mode}")
+        super().hold(mode)
+
+
+def judge_baselines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, timed: bool, compile_fails: bool = False
+) -> tuple[list[str], dict[str, object], float | None]:
+    """The judge's baselines for a tiny model on the CPU, with torch.compile's backend, the timing
+    loop and the bandwidth probe replaced by recorders: what happened, in order, and the result."""
+    events: list[str] = []
+    real_compile = torch.compile
+
+    def backend(graph: torch.fx.GraphModule, example_inputs: list[torch.Tensor]):  # type: ignore[no-untyped-def]
+        events.append("compiling")
+        if compile_fails:
+            raise RuntimeError("inductor failed")
+        return graph.forward
+
+    def compile_with_recorder(model: torch.nn.Module, mode: str, dynamic: bool):  # type: ignore[no-untyped-def]
+        return real_compile(model, backend=backend, dynamic=dynamic)
+
+    def time_calls(call, make_inputs, *, device, config):  # type: ignore[no-untyped-def]
+        call(make_inputs(0))
+        events.append("timing")
+        return {"median_ms": 1.0}
+
+    def bandwidth(device: str) -> float:
+        events.append("bandwidth")
+        return 4300.0
+
+    monkeypatch.setattr(torch, "compile", compile_with_recorder)
+    monkeypatch.setattr(judge, "time_calls", time_calls)
+    monkeypatch.setattr(judge, "measure_copy_bandwidth", bandwidth)
+    torch._dynamo.reset()
+    spec = {"device": "cpu", "baselines": {"eager": True, "compile_mode": "default"}}
+    with RecordingGate(str(tmp_path / "gpu-0.lock"), events) as gate:
+        gate.hold("shared")
+        events.clear()
+        out, measured = judge._baselines(
+            torch.nn.ReLU(),
+            lambda: [torch.randn(8)],
+            spec,  # type: ignore[arg-type]
+            gate,
+            {},
+            timed=timed,
+            measure_bandwidth=True,
+        )
+        assert gate.mode == "shared"
+    return events, dict(out), measured
+
+
+def test_both_baselines_and_the_bandwidth_are_timed_in_one_exclusive_hold_after_compiling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events, out, measured = judge_baselines(tmp_path, monkeypatch, timed=True)
+    assert events == [
+        "hold none",  # no hold while torch.compile compiles
+        "compiling",
+        "hold shared",  # its first run shares the GPU
+        "hold exclusive",  # then one wait for the GPU to time everything
+        "timing",
+        "timing",
+        "bandwidth",
+        "hold shared",
+    ]
+    assert out == {"eager": {"median_ms": 1.0}, "compile": {"median_ms": 1.0}}
+    assert measured == 4300.0
+
+
+def test_a_wrong_answer_gets_no_baselines_but_its_bandwidth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events, out, measured = judge_baselines(tmp_path, monkeypatch, timed=False)
+    assert events == ["hold exclusive", "bandwidth", "hold shared"]
+    assert out == {} and measured == 4300.0
+
+
+def test_a_baseline_that_does_not_compile_is_reported_and_eager_is_still_timed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events, out, _ = judge_baselines(tmp_path, monkeypatch, timed=True, compile_fails=True)
+    assert events.count("hold exclusive") == 1 and events.count("timing") == 1
+    assert out["eager"] == {"median_ms": 1.0}
+    assert "inductor failed" in str(out["compile"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -76,3 +78,50 @@ def test_an_abandoned_judge_is_gone_and_a_fed_one_answers() -> None:
 def test_stderr_tail_drops_profiler_chatter() -> None:
     text = "USDT:2026 profiler_start\nTraceback (most recent call last):\nERROR:2026 gpuGetDeviceCount\nValueError: x\n"
     assert stderr_tail(text) == "Traceback (most recent call last):\nValueError: x"
+
+
+HOST = """
+import json, sys, time
+from agent.referee.processes import JudgeProcess
+
+judge = JudgeProcess(device="cpu")
+task = "import time\\nMARK = open(%r, 'w').write('judging')\\ntime.sleep(300)\\n"
+spec = {"device": "cpu", "task_source": task, "task_filename": "task.py", "init_seed": 1}
+judge.proc.stdin.write((json.dumps(spec) + "\\n").encode())
+judge.proc.stdin.flush()
+print(judge.proc.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_judge_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
+    """Killing a batch or `agent eval` must not leave its judges running baselines on the GPU
+    (the judge has a session of its own, so the host's process group does not reach it)."""
+    mark = tmp_path / "judging"
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST % str(mark)], stdout=subprocess.PIPE, cwd=Path(__file__).parents[2]
+    )
+    try:
+        assert host.stdout is not None
+        judge_pid = int(host.stdout.readline())
+        deadline = time.monotonic() + 120
+        while not mark.exists() and time.monotonic() < deadline:  # it imported torch and is working
+            time.sleep(0.2)
+        assert mark.exists(), "the judge never started on its spec"
+        assert alive(judge_pid)
+    finally:
+        host.kill()
+        host.wait()
+    deadline = time.monotonic() + 10
+    while alive(judge_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(judge_pid), "the judge outlived the process that started it"
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet reaped by init, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"

@@ -238,3 +238,19 @@ def test_only_a_candidates_own_out_of_memory_is_judged_again_with_the_whole_gpu(
     assert not out_of_memory(failed("exception"))
     assert not out_of_memory(failed("oom", verdict="referee_error"))
     assert not out_of_memory(result())
+
+
+def test_the_referees_own_want_of_room_beside_others_is_judged_again_with_the_whole_gpu() -> None:
+    """A full-size task whose outputs the judge had no room to take beside other evaluations
+    (level-1 RMSNorm in a batch on the H200) is not an answer: judged again alone."""
+    from agent.referee.evaluate import referee_short_of_memory
+    from agent.referee.results import FailureReport
+
+    def failed(kind: str, verdict: str = "referee_error") -> EvalResult:
+        report = FailureReport(stage="judge", kind=kind, message="the judge has no room on the GPU")
+        return result(verdict=verdict, reason=report.message, failure=report)
+
+    assert referee_short_of_memory(failed("referee_capacity"))
+    assert not referee_short_of_memory(failed("judge_failed"))
+    assert not referee_short_of_memory(failed("referee_capacity", verdict="runtime_error"))
+    assert not referee_short_of_memory(result())
