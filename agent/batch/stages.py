@@ -1,11 +1,14 @@
-"""Where a batch's evaluation time went: build, import, inputs, trials, GPU wait, timing,
+"""Where a batch's evaluation time went: queues, build, import, inputs, trials, GPU wait, timing,
 baselines, judge.
 
-Read from each counted attempt's final evaluation (`EvalResult.stage_times`): the compile stage,
-the candidate worker's stages by its supervisor's clock, and the judge's by its own. The stage
-names are the workers' own (candidate_child.py, judge.py); they are grouped here into what a
-reader compares. Waits for the GPU count as "GPU wait" whichever process waited; "judge" is what
-is left of the judge's time (reference outputs, comparisons, starting up).
+Read from each counted attempt's final evaluation (`EvalResult.stage_times`): the batch's waits
+for a build slot and for one of the GPU's evaluation slots (the local executor's; Ray queues its
+tasks itself), the compile stage, the candidate worker's stages by its supervisor's clock, and the
+judge's by its own. The stage names are the workers' own (candidate_child.py, judge.py); they are
+grouped here into what a reader compares. Waits for the GPU count as "GPU wait" whichever process
+waited; "judge" is what is left of the judge's time (reference outputs, comparisons, starting up).
+A large "queued to judge" with a small "GPU wait" says the GPU's slots are the limit
+(`--evals-per-gpu`); a large "queued to build", the build slots (`--compile-workers`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from pydantic import BaseModel
 
 # In the order a candidate meets them.
 GROUPS = (
+    "queued to build",
     "build",
+    "queued to judge",
     "import",
     "inputs + reference",
     "trials",
@@ -69,7 +74,9 @@ def evaluation_stages(result: dict[str, Any]) -> dict[str, float]:
     """Seconds per group of one EvalResult (as stored: JSON)."""
     times = result.get("stage_times") or {}
     seconds: dict[str, float] = dict.fromkeys(GROUPS, 0.0)
+    seconds["queued to build"] = float(times.get("build_queue_s") or 0.0)
     seconds["build"] = float(times.get("compile_s") or 0.0)
+    seconds["queued to judge"] = float(times.get("judge_queue_s") or 0.0)
     judge_s = float(times.get("judge_s") or 0.0)
     elsewhere = 0.0  # the judge's waits and baselines, grouped with their kind
     for name, value in (times.get("judge_stages") or {}).items():

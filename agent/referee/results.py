@@ -265,6 +265,13 @@ class StageTimes(BaseModel):
         default=0.0,
         description="waiting for the GPU memory the evaluation claims (other evaluations held it)",
     )
+    build_queue_s: float = Field(
+        default=0.0, description="waiting for a build slot (`agent batch --compile-workers`) before compiling"
+    )
+    judge_queue_s: float = Field(
+        default=0.0,
+        description="waiting for one of the GPU's evaluation slots (`agent batch --evals-per-gpu`) after compiling",
+    )
     candidate_stages: dict[str, float] = Field(
         default_factory=dict,
         description="seconds per stage of the candidate worker, by its supervisor's clock",

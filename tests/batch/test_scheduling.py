@@ -5,6 +5,8 @@ burning through tasks."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -59,6 +61,13 @@ def test_evaluations_share_each_gpu_but_their_timings_never_overlap(
     assert any(overlap(a, b) for a in entries for b in entries if a["gpu"] != b["gpu"]), (
         "GPUs never ran together"
     )
+    # Eight in flight for four slots: some waited for one, and the store says how long.
+    with sqlite3.connect(config.store) as db:
+        queued = [
+            json.loads(r)["stage_times"]["judge_queue_s"]
+            for (r,) in db.execute("SELECT result_json FROM evaluations")
+        ]
+    assert len(queued) == 12 and max(queued) > 0.3
     idle = {"compiling": 0, "waiting_gpu": 0, "judging": 0, "on gpu 0": 0, "on gpu 1": 0}
     assert evaluator.activity() == idle
 

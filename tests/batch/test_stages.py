@@ -95,3 +95,17 @@ def test_the_judges_waits_and_baselines_are_told_apart_from_the_rest_of_its_time
     assert sum(seconds.values()) == pytest.approx(
         result["stage_times"]["compile_s"] + result["stage_times"]["candidate_s"] + 100.0
     )
+
+
+def test_the_batchs_queues_are_their_own_stages() -> None:
+    result = json.loads(MEASURED.read_text())
+    result["stage_times"] |= {"build_queue_s": 7.0, "judge_queue_s": 120.0}
+    seconds = evaluation_stages(result)
+    assert seconds["queued to build"] == 7.0 and seconds["queued to judge"] == 120.0
+    assert list(seconds)[:3] == ["queued to build", "build", "queued to judge"]  # in the order met
+    assert sum(seconds.values()) == pytest.approx(
+        127.0
+        + result["stage_times"]["compile_s"]
+        + result["stage_times"]["candidate_s"]
+        + result["stage_times"]["judge_s"]
+    )

@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -169,26 +170,35 @@ class LocalEvaluator:
     def evaluate(self, job: EvalJob, *, holder: str = "") -> EvalResult:
         if job.options.sandbox == "auto":
             job = job.model_copy(update={"options": job.options.model_copy(update={"sandbox": self.sandbox})})
+        queued = time.monotonic()
         with self.compile_slots, self._counting("compiling"):
+            build_queue_s = time.monotonic() - queued
             compiled = self.compile_fn(job)
         if not compiled.ok:
-            return self.judge_fn(job, compiled, None, None)  # a compile_error verdict: no GPU is touched
+            result = self.judge_fn(job, compiled, None, None)  # a compile_error verdict: no GPU is touched
+            result.stage_times.build_queue_s = build_queue_s
+            return result
         self._bump("waiting_gpu", 1)
         waiting = True
+        queued = time.monotonic()
         try:
             with self.pool.acquire(holder) as slot:
                 self._bump("waiting_gpu", -1)
                 waiting = False
+                judge_queue_s = time.monotonic() - queued
                 gpu = slot.gpu
                 physical = None if gpu == NO_GPU else physical_gpu(gpu)
                 gate = referee_gate(gpu, self.lock_dir)
                 with self._counting("judging"):
-                    return self.workers[gpu][slot.index].call(
+                    result = self.workers[gpu][slot.index].call(
                         self.judge_fn, job, compiled, physical, gate, timeout=self.eval_timeout_s
                     )
         finally:
             if waiting:
                 self._bump("waiting_gpu", -1)
+        result.stage_times.build_queue_s = build_queue_s
+        result.stage_times.judge_queue_s = judge_queue_s
+        return result
 
     def activity(self) -> dict[str, int]:
         with self._counts_lock:
