@@ -29,8 +29,19 @@ def die_with_parent(parent_pid: int) -> None:
             return
     except (OSError, AttributeError):
         return
-    if os.getppid() != parent_pid:  # it died before the signal was asked for
+    if os.getppid() != parent_pid and not _alive(parent_pid):  # it died before the signal was asked for
         os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` exists (a launcher between the host and this process makes the two differ)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def parent_from_argv(argv: list[str]) -> int | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import subprocess
 import sys
 import time
@@ -125,3 +126,20 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
+
+
+def test_a_judge_started_after_its_parent_died_exits_but_a_launcher_between_them_is_fine() -> None:
+    from sandbox.base import WORKERS_DIR
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    probe = "import sys; sys.path.insert(0, sys.argv[1]); from lifetime import die_with_parent; "
+    probe += "die_with_parent(int(sys.argv[2])); print('running')"
+    orphan = subprocess.run(
+        [sys.executable, "-c", probe, str(WORKERS_DIR), str(gone.pid)], capture_output=True, text=True
+    )
+    assert orphan.returncode == 1 and orphan.stdout == ""
+    # Started through a shell: its parent is the shell, the named one (this process) lives on.
+    shell = f'{sys.executable} -c "{probe}" {WORKERS_DIR} {os.getpid()}; true'
+    launched = subprocess.run(["/bin/sh", "-c", shell], capture_output=True, text=True)
+    assert launched.stdout == "running\n", launched.stderr
