@@ -331,10 +331,11 @@ def _baselines(
     torch.compile compiles first (seconds to minutes of CPU) holding no gate at all
     (`_gate_free_while_compiling`), and its first run, where Inductor autotunes, happens under
     the shared hold. Then one wait for the GPU to oneself, not one per timing: each such wait
-    lasts until every other evaluation's correctness work on the GPU has drained, and a judge
-    that waited three times (eager, torch.compile, bandwidth) spent more time waiting than
-    timing (a full-size KernelBench batch on the H200, 2026-12-03: 1326 s of exclusive waits in
-    117 judges for 112 s of baseline timing, `benchmarks/results/h200-2026-12-03b/`)."""
+    lasts until every other evaluation's correctness work on the GPU has drained. Timed one
+    after the other around the compile, eager, torch.compile (and, once per batch, the bandwidth)
+    each waited, and the judges of a full-size KernelBench batch on the H200 (2026-12-03) spent
+    1326 s in exclusive waits and 592 s waiting for the shared hold after compiling, for 112 s
+    of baseline timing (`benchmarks/results/h200-2026-12-03b/`)."""
     wanted = (spec.get("baselines") or {}) if timed else {}
     device = spec["device"]
     config = TimingConfig.from_dict(spec.get("timing"))
