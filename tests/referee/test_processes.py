@@ -73,7 +73,9 @@ def test_an_abandoned_judge_is_gone_and_a_fed_one_answers() -> None:
     judge = JudgeProcess()
     result, _ = judge.run({"bogus": True}, timeout=120)
     assert time.monotonic() - start < 120
-    assert result is not None and result["ok"] is False and "KeyError" in result["failure"]["message"]
+    assert result is not None and result["ok"] is False
+    failure = result["failure"]
+    assert failure is not None and "KeyError" in failure["message"]
 
 
 def test_stderr_tail_drops_profiler_chatter() -> None:
