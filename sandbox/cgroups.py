@@ -17,6 +17,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from sandbox.workers.lifetime import alive
+
 _PREFIX = "kernel-agent"
 
 
@@ -75,7 +77,7 @@ class CgroupPlan(BaseModel):
             with contextlib.suppress(OSError):
                 for child in parent.iterdir():
                     owner = child.name.split("-")[2] if child.name.count("-") >= 3 else ""
-                    if owner.isdigit() and not _alive(int(owner)):
+                    if owner.isdigit() and not alive(int(owner)):
                         with contextlib.suppress(OSError):
                             child.rmdir()
 
@@ -234,16 +236,6 @@ def _counter(path: Path, key: str) -> int:
             if name == key:
                 return int(value)
     return 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def process_limit_counters(pid: int) -> dict[str, int]:

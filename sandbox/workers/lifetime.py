@@ -29,12 +29,12 @@ def die_with_parent(parent_pid: int) -> None:
             return
     except (OSError, AttributeError):
         return
-    if os.getppid() != parent_pid and not _alive(parent_pid):  # it died before the signal was asked for
+    if os.getppid() != parent_pid and not alive(parent_pid):  # it died before the signal was asked for
         os._exit(1)
 
 
-def _alive(pid: int) -> bool:
-    """Whether `pid` exists (a launcher between the host and this process makes the two differ)."""
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists (one of another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
