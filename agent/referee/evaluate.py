@@ -273,7 +273,7 @@ def _judge_compiled(
             judge_spec |= baselines.request(measure_bandwidth=device != "cpu")
         judged, judge_exec = judge.run(judge_spec, timeout=options.judge_timeout_s)
         result.stage_times.judge_s = judge_exec.duration_s
-        result.stage_times.judge_stages = _judge_stages(judged)
+        result.stage_times.judge_stages = _judge_stages(judged, judge_exec.duration_s)
         if judged is None or not judged.get("ok"):
             failure = (judged or {}).get("failure") or {}
             why = failure.get("message") or judge_exec.describe_failure() or "it wrote no result"
@@ -365,11 +365,17 @@ def _stage_durations(record: CandidateRecord | None, total_s: float) -> dict[str
     return durations
 
 
-def _judge_stages(judged: JudgeResult | None) -> dict[str, float]:
+def _judge_stages(judged: JudgeResult | None, duration_s: float) -> dict[str, float]:
+    """The judge's stages by its own clock, and `exiting`: from its result line to its exit as the
+    host waited for it (the process's teardown, freeing its GPU memory)."""
     stages = (judged or {}).get("stages")
     if not isinstance(stages, dict):
         return {}
-    return {str(name): float(s) for name, s in stages.items() if isinstance(s, int | float) and s >= 0}
+    seconds = {str(name): float(s) for name, s in stages.items() if isinstance(s, int | float) and s >= 0}
+    until_result = (judged or {}).get("spec_to_result_s")
+    if isinstance(until_result, int | float) and 0 <= until_result <= duration_s:
+        seconds["exiting"] = duration_s - float(until_result)
+    return seconds
 
 
 def _gate_file(option: GateOption, sandbox: Sandbox, device: str) -> str | None:

@@ -8,9 +8,10 @@ them at once can run the GPU out of memory, which would read as the candidate's 
 
 So each evaluation first claims an estimate of what it needs, in units of a sixteenth of the
 GPU's budget, each unit a flock(2) file beside the GPU's gate. Claims are taken one evaluation at
-a time under an admission lock (no two can each hold half of what both need), waiting until
-enough units are free; one that needs more than the whole budget takes every unit and runs with
-the GPU to itself. Locks die with their process, so a killed evaluation frees its memory.
+a time under an admission lock (no two can each hold half of what both need): the claim holding
+it gathers units as they come free, and the claims behind it wait, so a large one is not starved
+by small ones. One that needs more than the whole budget takes every unit and runs with the GPU
+to itself. Locks die with their process, so a killed evaluation frees its memory.
 
 The host takes the claim and hands it to the judge it starts (inherited descriptors): the judge
 holds it through the candidate's run and its own comparisons, then lets all but one unit go
@@ -24,7 +25,6 @@ import fcntl
 import math
 import os
 import time
-from collections.abc import Iterator
 
 UNITS = 16
 POLL_S = 0.1
@@ -38,28 +38,46 @@ class MemoryClaim:
         self.units = max(1, min(UNITS, units))
         self.waited_s = 0.0
         self._held: list[int] = []
+        self._units: list[int] = []  # which unit each of `_held` locks
 
     def acquire(self, timeout: float) -> bool:
-        """Wait for the units; False when `timeout` passed first (nothing is held then)."""
+        """Wait for the units; False when `timeout` passed first (nothing is held then).
+
+        The claim first in line keeps the admission lock, and the units it has, until it has them
+        all. Otherwise small claims, taking units as soon as they come free, would keep a large one
+        waiting as long as evaluations follow each other (a batch's full-size norms waited an hour).
+        """
         started = time.monotonic()
-        while True:
-            with _locked(self.gate_path + ".mem.admit"):
-                for unit in range(UNITS):
-                    fd = _open(f"{self.gate_path}.mem.{unit}")
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        os.close(fd)
-                        continue
-                    self._held.append(fd)
-                    if len(self._held) == self.units:
-                        self.waited_s = time.monotonic() - started
-                        return True
-                self.release()
-            if time.monotonic() - started > timeout:
-                self.waited_s = time.monotonic() - started
-                return False
-            time.sleep(POLL_S)
+        deadline = started + timeout
+        admission = _open(self.gate_path + ".mem.admit")
+        try:
+            if _flock_by(admission, deadline):
+                while not self._take_free_units():
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(POLL_S)
+        finally:
+            os.close(admission)  # lets the next claim in line gather its units
+        self.waited_s = time.monotonic() - started
+        if not self.held:
+            self.release()
+        return self.held
+
+    def _take_free_units(self) -> bool:
+        for unit in range(UNITS):
+            if len(self._held) == self.units:
+                break
+            if unit in self._units:
+                continue
+            fd = _open(f"{self.gate_path}.mem.{unit}")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self._held.append(fd)
+            self._units.append(unit)
+        return self.held
 
     @property
     def held(self) -> bool:
@@ -74,7 +92,7 @@ class MemoryClaim:
     def release(self) -> None:
         for fd in self._held:
             os.close(fd)  # closing drops the lock
-        self._held = []
+        self._held, self._units = [], []
 
 
 def keep_one(fds: list[int]) -> None:
@@ -95,11 +113,13 @@ def _open(path: str) -> int:
         return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
 
 
-@contextlib.contextmanager
-def _locked(path: str) -> Iterator[None]:
-    fd = _open(path)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+def _flock_by(fd: int, deadline: float) -> bool:
+    """Lock `fd` exclusively, polling until `deadline`."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(POLL_S)

@@ -78,10 +78,13 @@ def main() -> None:
     if not line.strip():
         return  # the host dropped the evaluation before sending a spec
     spec: JudgeSpec = json.loads(line)
-    result: JudgeResult = {"ok": False, "failure": None}
+    got_spec = time.monotonic()
+    stages: dict[str, float] = {}
+    result: JudgeResult = {"ok": False, "failure": None, "stages": stages}
     with stdout_to_stderr():
         try:
-            received = receiver.finish() if receiver is not None else {}
+            with _stage(stages, "receiving the handed-over outputs"):
+                received = receiver.finish() if receiver is not None else {}
             judge(spec, result, received, _memory_fds(sys.argv[1:]))
             if receiver is not None and receiver.notes:
                 result["handoff_notes"] = receiver.notes
@@ -94,6 +97,7 @@ def main() -> None:
                 "message": message,
                 "traceback": tb,
             }
+    result["spec_to_result_s"] = time.monotonic() - got_spec  # the rest of the host's wait is exiting
     emit(result)
 
 
@@ -120,7 +124,8 @@ def judge(spec: JudgeSpec, result: JudgeResult, received: HandedOver, memory_fds
     gate = open_gate(spec.get("gpu_gate"))  # shared to compare, exclusive to time
     try:
         if gate is not None:
-            gate.hold("shared")
+            with _stage(result["stages"], "waiting for the GPU (shared, to compare)"):
+                gate.hold("shared")
         _judge(spec, result, gate, received, memory_fds)
     finally:
         if gate is not None:
@@ -131,8 +136,7 @@ def _judge(
     spec: JudgeSpec, result: JudgeResult, gate: GpuGate | None, received: HandedOver, memory_fds: list[int]
 ) -> None:
     device = spec["device"]
-    stages: dict[str, float] = {}
-    result["stages"] = stages
+    stages = result["stages"]
     result["device"] = _device_info(device)
     with _stage(stages, "reference"):
         namespace = load_task_module(spec["task_source"], spec["task_filename"])

@@ -608,7 +608,8 @@ class JudgeResult(TypedDict):
     baselines: NotRequired[JudgeBaselines]  # empty when a check failed: nothing worth timing
     bandwidth_gbps: NotRequired[float | None]
     handoff_notes: NotRequired[list[str]]  # malformed or refused GPU hand-offs from the candidate
-    stages: NotRequired[dict[str, float]]  # seconds per stage of the judge, by its own clock
+    stages: dict[str, float]  # seconds per stage of the judge, by its own clock
+    spec_to_result_s: NotRequired[float]  # from reading its spec to writing this line
 
 
 # == tune: agent/tune -> tune_judge.py (trusted, JSON lines over pipes) and tune_worker.py =========

@@ -19,6 +19,17 @@ def test_honest_candidate_is_correct_and_timed(judge_cpu: JudgeCpu) -> None:
     assert perf.candidate.method == "host_clock" and perf.candidate.n >= 5
     assert perf.speedup_vs_eager is not None
     assert result.policy_report is not None and result.policy_report.forbidden == {}
+    # where the judge's time went, its exit included: a batch's per-stage report adds these up
+    judge_stages = result.stage_times.judge_stages
+    assert {
+        "receiving the handed-over outputs",
+        "reference",
+        "comparisons",
+        "eager timing",
+        "exiting",
+    } <= set(judge_stages)
+    assert 0 <= judge_stages["exiting"] <= result.stage_times.judge_s
+    assert sum(judge_stages.values()) <= result.stage_times.judge_s + 0.01
 
 
 def test_baselines_come_from_the_cache_the_second_time(judge_cpu: JudgeCpu) -> None:

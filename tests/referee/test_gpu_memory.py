@@ -48,6 +48,40 @@ def test_claims_share_the_units_and_wait_for_what_is_taken(tmp_path: Path) -> No
         other.wait()
 
 
+CHURN = f"""
+import sys, time
+sys.path.insert(0, {str(WORKERS_DIR)!r})
+from gpu_memory import MemoryClaim
+print("started", flush=True)
+while True:
+    claim = MemoryClaim(sys.argv[1], 1)
+    if claim.acquire(60):
+        time.sleep(0.3)
+        claim.release()
+"""
+
+
+def test_a_large_claim_is_not_starved_by_small_ones_that_follow_each_other(tmp_path: Path) -> None:
+    gate = tmp_path / "gpu-0.lock"
+    churners = []
+    try:
+        for _ in range(2):  # staggered: one of them holds a unit at every moment
+            churner = subprocess.Popen(
+                [sys.executable, "-c", CHURN, str(gate)], stdout=subprocess.PIPE, text=True
+            )
+            assert churner.stdout is not None and churner.stdout.readline().strip() == "started"
+            churners.append(churner)
+            time.sleep(0.15)
+        whole = MemoryClaim(str(gate), UNITS)
+        assert whole.acquire(timeout=5), "the whole-GPU claim never found every unit free at once"
+        assert whole.waited_s < 2
+        whole.release()
+    finally:
+        for churner in churners:
+            churner.kill()
+            churner.wait()
+
+
 def test_a_killed_evaluation_frees_its_units(tmp_path: Path) -> None:
     gate = tmp_path / "gpu-0.lock"
     other = hold_in_another_process(gate, UNITS)

@@ -192,3 +192,16 @@ def test_a_baseline_that_does_not_compile_is_reported_and_eager_is_still_timed(
     assert events.count("hold exclusive") == 1 and events.count("timing") == 1
     assert out["eager"] == {"median_ms": 1.0}
     assert "inductor failed" in str(out["compile"])
+
+
+def test_the_judges_wait_for_its_shared_hold_is_one_of_its_stages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's report counts it as GPU wait; before, it hid in the judge's unexplained seconds."""
+    path = str(tmp_path / "gpu-0.lock")
+    held: list[Mode] = []
+    monkeypatch.setattr(judge, "_judge", lambda spec, result, gate, received, fds: held.append(gate.mode))
+    result: judge.JudgeResult = {"ok": False, "failure": None, "stages": {}}
+    judge.judge({"gpu_gate": path}, result, {}, [])  # type: ignore[typeddict-item]
+    assert held == ["shared"]
+    assert "waiting for the GPU (shared, to compare)" in result["stages"]
