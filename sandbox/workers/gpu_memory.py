@@ -8,9 +8,9 @@ them at once can run the GPU out of memory, which would read as the candidate's 
 
 So each evaluation first claims an estimate of what it needs, in units of a sixteenth of the
 GPU's budget, each unit a flock(2) file beside the GPU's gate. Claims are taken one evaluation at
-a time under an admission lock (no two can each hold half of what both need): the claim holding
-it gathers units as they come free, and the claims behind it wait, so a large one is not starved
-by small ones. One that needs more than the whole budget takes every unit and runs with the GPU
+a time under an admission lock (no two can each hold half of what both need). A claim that has
+waited a while keeps that lock and gathers units as they come free while the claims behind it
+wait, so a large one is not starved by small ones. One that needs more than the whole budget takes every unit and runs with the GPU
 to itself. Locks die with their process, so a killed evaluation frees its memory.
 
 The host takes the claim and hands it to the judge it starts (inherited descriptors): the judge
@@ -28,6 +28,9 @@ import time
 
 UNITS = 16
 POLL_S = 0.1
+# How long a claim lets smaller ones that fit go ahead before it gets in line: about one evaluation
+# of a full-size task, so a large claim waits for the evaluations running, not for all that follow.
+PATIENCE_S = 30.0
 
 
 class MemoryClaim:
@@ -40,24 +43,33 @@ class MemoryClaim:
         self._held: list[int] = []
         self._units: list[int] = []  # which unit each of `_held` locks
 
-    def acquire(self, timeout: float) -> bool:
+    def acquire(self, timeout: float, patience: float = PATIENCE_S) -> bool:
         """Wait for the units; False when `timeout` passed first (nothing is held then).
 
-        The claim first in line keeps the admission lock, and the units it has, until it has them
-        all. Otherwise small claims, taking units as soon as they come free, would keep a large one
-        waiting as long as evaluations follow each other (a batch's full-size norms waited an hour).
+        For `patience` seconds the claim takes its units only when all of them are free at once,
+        so smaller claims that fit meanwhile go ahead of it. Then it gets in line: it keeps the
+        admission lock, and the units it has, until it has them all. Without that, small claims
+        taking units as soon as they come free kept large ones waiting as long as evaluations
+        followed each other (a batch's full-size norms waited for an hour).
         """
         started = time.monotonic()
         deadline = started + timeout
         admission = _open(self.gate_path + ".mem.admit")
         try:
-            if _flock_by(admission, deadline):
-                while not self._take_free_units():
-                    if time.monotonic() > deadline:
-                        break
-                    time.sleep(POLL_S)
+            while _flock_by(admission, deadline):
+                if self._take_free_units():
+                    break
+                if time.monotonic() - started >= patience:  # in line from now on, the lock kept
+                    while not self._take_free_units() and time.monotonic() <= deadline:
+                        time.sleep(POLL_S)
+                    break
+                self.release()
+                fcntl.flock(admission, fcntl.LOCK_UN)
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(POLL_S)
         finally:
-            os.close(admission)  # lets the next claim in line gather its units
+            os.close(admission)  # lets the next claim in
         self.waited_s = time.monotonic() - started
         if not self.held:
             self.release()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -73,13 +74,37 @@ def test_a_large_claim_is_not_starved_by_small_ones_that_follow_each_other(tmp_p
             churners.append(churner)
             time.sleep(0.15)
         whole = MemoryClaim(str(gate), UNITS)
-        assert whole.acquire(timeout=5), "the whole-GPU claim never found every unit free at once"
-        assert whole.waited_s < 2
+        assert whole.acquire(timeout=5, patience=0.5), (
+            "the whole-GPU claim never found every unit free at once"
+        )
+        assert whole.waited_s < 2.5
         whole.release()
     finally:
         for churner in churners:
             churner.kill()
             churner.wait()
+
+
+def test_small_claims_that_fit_go_ahead_of_a_large_one_until_its_patience_runs_out(tmp_path: Path) -> None:
+    gate = tmp_path / "gpu-0.lock"
+    other = hold_in_another_process(gate, 10)
+    large = MemoryClaim(str(gate), UNITS)
+    waiting = threading.Thread(target=large.acquire, kwargs={"timeout": 20, "patience": 1.0})
+    waiting.start()
+    try:
+        time.sleep(0.2)
+        small = MemoryClaim(str(gate), 1)
+        assert small.acquire(timeout=0.5), "a claim that fits waited behind a large one still patient"
+        small.release()
+        time.sleep(1.5)  # the large claim is in line now: it keeps the free units and the admission
+        late = MemoryClaim(str(gate), 1)
+        assert not late.acquire(timeout=0.5)
+    finally:
+        other.kill()
+        other.wait()
+        waiting.join(timeout=20)
+    assert large.held
+    large.release()
 
 
 def test_a_killed_evaluation_frees_its_units(tmp_path: Path) -> None:
