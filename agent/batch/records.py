@@ -41,6 +41,8 @@ class AttemptRecord:
     flags: tuple[str, ...] = ()
     """the codes of the final evaluation's performance flags (HACK_FLAGS among them mark a speed
     that is not the candidate's own)"""
+    started_at: float = 0.0
+    """when the attempt was claimed (epoch seconds)"""
 
 
 def evaluation_columns(result: EvalResult) -> tuple[Any, ...]:
@@ -90,6 +92,7 @@ def record_from_row(row: sqlite3.Row) -> AttemptRecord:
         transcript_path=row["transcript_path"],
         output_dir=row["output_dir"],
         flags=_flag_codes(row["flags_json"]),
+        started_at=row["started_at"],
     )
 
 

@@ -45,6 +45,19 @@ class CandidateRow(BaseModel):
     transcript_path: str | None
 
 
+OLDEST_SHOWN = 5  # in-flight attempts named in the header, longest-running first
+
+
+class RunningAttempt(BaseModel):
+    """An attempt claimed but not finished when the report was made: one running long is stuck, or
+    waiting for something (GPU memory, a slot) that the stage times of finished ones do not show."""
+
+    task: str
+    level: int | None
+    running_s: float
+    """from its claim to the report"""
+
+
 class BatchReport(BaseModel):
     store: str
     batch_key: str
@@ -63,6 +76,8 @@ class BatchReport(BaseModel):
     stages: list[StageShare] = []
     """where the evaluations' time went (final evaluation of each counted attempt)"""
     in_flight: int
+    oldest_running: list[RunningAttempt] = []
+    """the longest-running of the attempts in flight, longest first"""
     generated_at: str
 
 
@@ -93,7 +108,8 @@ def build_reports(store_path: Path, batch_key: str | None = None) -> list[BatchR
 
 def _report(store: Store, key: str, runs: list[dict[str, Any]]) -> BatchReport:
     records = store.results(key)
-    in_flight = sum(1 for a in store.attempts(key) if a.status == "running")
+    running = sorted((a for a in store.attempts(key) if a.status == "running"), key=lambda a: a.started_at)
+    now = time.time()
     per_candidate = samples_from_records(records)
     tasks = best_per_task(per_candidate)
     last = runs[-1] if runs else {}
@@ -114,7 +130,11 @@ def _report(store: Store, key: str, runs: list[dict[str, Any]]) -> BatchReport:
         tasks=tasks,
         candidates=[_row(r) for r in records],
         stages=stage_breakdown(e for r in records for e in store.evaluation_json(r.attempt_id)),
-        in_flight=in_flight,
+        in_flight=len(running),
+        oldest_running=[
+            RunningAttempt(task=a.task_name, level=a.level, running_s=max(0.0, now - a.started_at))
+            for a in running[:OLDEST_SHOWN]
+        ],
         generated_at=time.strftime("%Y-%m-%d %H:%M:%S"),
     )
 
@@ -257,6 +277,11 @@ def header_lines(report: BatchReport) -> list[str]:
         lines.append(
             f"{report.in_flight} attempt(s) still running or left by a killed batch (rerun to finish)"
         )
+        oldest = ", ".join(
+            f"{'L' + str(a.level) + ' ' if a.level is not None else ''}{a.task} {a.running_s / 60:.1f} min"
+            for a in report.oldest_running
+        )
+        lines.append(f"in flight longest, since their claim: {oldest}")
     return lines
 
 

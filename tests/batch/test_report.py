@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +173,25 @@ def test_a_file_that_is_not_a_store_is_refused_and_left_alone(tmp_path: Path, co
         with pytest.raises(StoreError, match=str(path)):
             open_it()
     assert path.read_bytes() == content
+
+
+def test_attempts_in_flight_are_named_longest_running_first(tmp_path: Path) -> None:
+    """A batch with slots held by stuck evaluations (a starved GPU-memory claim, say) says which,
+    and for how long, in its live report: finished evaluations' stage times cannot show it."""
+    store_path = fill_store(tmp_path)
+    root = make_tasks(tmp_path / "more", {1: ["3_Norm", "4_Other"]})
+    tasks = {t.name: t for t in load_folder(root, instantiate=False)[0]}
+    config = fake_config(tmp_path, tmp_path / "tasks", tmp_path / "sols")
+    with Store(store_path) as store:
+        run = store.start_run(config, versions={}, gpus=[])
+        store.add_tasks(list(tasks.values()))
+        for name in ("3_Norm", "4_Other"):  # claimed in this order, never finished
+            assert store.claim(run, config.batch_key(), WorkItem(task=tasks[name], candidate="base"))
+            time.sleep(0.05)
+    (report,) = build_reports(store_path)
+    assert report.in_flight == 2
+    assert [a.task for a in report.oldest_running] == ["3_Norm", "4_Other"]
+    assert report.oldest_running[0].running_s >= report.oldest_running[1].running_s > 0
+    assert "in flight longest, since their claim: L1 3_Norm 0.0 min, L1 4_Other 0.0 min" in render_markdown(
+        [report]
+    )
