@@ -135,6 +135,7 @@ class LocalSandbox(Sandbox):
             self._setup_namespaces(isolation, hide_home, ro_paths)
         else:
             self._notes.append("isolation='none' was asked for")
+        self._die_with_us = self._parent_death_prefix()
 
     # -- setup ----------------------------------------------------------------------------
 
@@ -165,6 +166,24 @@ class LocalSandbox(Sandbox):
             self._net = "own network namespace (unshare --net)"
         else:
             self._notes.append("no network namespace: unshare --net is not permitted here")
+
+    def _parent_death_prefix(self) -> list[str]:
+        """Commands end with the harness thread that started them: bwrap's --die-with-parent, or
+        else the kernel's parent-death signal set by setpriv before it execs the command (a
+        killed batch left candidates running on the GPU otherwise: each has a session of its own,
+        out of reach of the batch's process group)."""
+        if self._bwrap:
+            return []
+        setpriv = shutil.which("setpriv")
+        if (
+            setpriv
+            and subprocess.run([setpriv, "--pdeathsig", "KILL", "--", "true"], check=False).returncode == 0
+        ):
+            return [setpriv, "--pdeathsig", "KILL", "--"]
+        self._notes.append(
+            "commands may outlive a killed harness: no bwrap, and setpriv --pdeathsig is missing"
+        )
+        return []
 
     # -- what is enforced -----------------------------------------------------------------
 
@@ -250,7 +269,13 @@ class LocalSandbox(Sandbox):
         cwd = cwd or self.workspace_path
         group = self._make_cgroup()
         launcher, preexec = launch_prefix(self._prlimit, self._limits(timeout), group)
-        argv = [*launcher, *self._prefix, *(["--chdir", cwd] if self._bwrap else []), *cmd]
+        argv = [
+            *launcher,
+            *self._die_with_us,
+            *self._prefix,
+            *(["--chdir", cwd] if self._bwrap else []),
+            *cmd,
+        ]
         start = time.monotonic()
         try:
             proc = subprocess.Popen(

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from lifetime import die_with_parent
+
 if TYPE_CHECKING:
     from protocol import (
         CandidateRecord,
@@ -76,6 +78,7 @@ class SupervisorLink:
 
 
 def main() -> None:
+    die_with_parent(os.getppid())  # the supervisor; a killed batch must not leave us on the GPU
     link = SupervisorLink(int(sys.argv[1]))
     spec: CandidateRequest = link.receive()
     body: CandidateRecord = {"run_id": spec["run_id"], "done": False, "failure": None, "trials": []}

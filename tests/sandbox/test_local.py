@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ from sandbox.base import SandboxError
 from sandbox.cgroups import CgroupPlan
 from sandbox.local import LocalSandbox
 from sandbox.paths import default_cache_dir, gpu_gate_dir, harness_state_dir
-from tests.sandbox.conftest import wait_until_gone
+from tests.sandbox.conftest import processes_with, wait_until_gone
 
 MiB = 1 << 20
 needs_bwrap = pytest.mark.skipif(
@@ -261,3 +263,39 @@ def test_the_harness_state_is_out_of_the_sandboxes_reach(monkeypatch: pytest.Mon
         assert gate.ok, gate  # the gates are visible (read-only) so the referee's workers can lock them
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+HOST = """
+import os, sys
+from pathlib import Path
+from sandbox.local import LocalSandbox
+
+box = LocalSandbox(workspace=Path(sys.argv[1]), cache_dir=Path(sys.argv[2]), isolation=sys.argv[3], gpus=None)
+box.exec(["sleep", os.environ["SLEEP_FOR"]], timeout=300)  # not in our own command line
+"""
+
+
+@pytest.mark.parametrize("isolation", ["none", pytest.param("bwrap", marks=needs_bwrap)])
+def test_a_command_dies_with_the_harness_that_started_it(
+    workspace: Path, tmp_path: Path, isolation: str
+) -> None:
+    """A killed batch must not leave candidates working on the GPU: each command has a session of
+    its own, out of reach of the batch's process group (bwrap --die-with-parent, or setpriv's
+    parent-death signal without bwrap)."""
+    if isolation == "none" and shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    marker = f"{200 + uuid.uuid4().int % 10**6 / 10**6:.6f}"  # sleep's argument, unique to this test
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST, str(workspace), str(tmp_path / "cache"), isolation],
+        cwd=Path(__file__).parents[2],
+        env={**os.environ, "SLEEP_FOR": marker},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert processes_with(marker), "the command never started"
+    finally:
+        host.kill()
+        host.wait()
+    assert wait_until_gone(marker, within=10) == [], "the command outlived the harness that started it"
