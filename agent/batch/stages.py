@@ -8,7 +8,9 @@ judge's by its own. The stage names are the workers' own (candidate_child.py, ju
 grouped here into what a reader compares. Waits for the GPU count as "GPU wait" whichever process
 waited; "judge" is what is left of the judge's time (reference outputs, comparisons, starting up).
 A large "queued to judge" with a small "GPU wait" says the GPU's slots are the limit
-(`--evals-per-gpu`); a large "queued to build", the build slots (`--compile-workers`).
+(`--evals-per-gpu`); a large "queued to build", the build slots (`--compile-workers`); a large
+"GPU memory wait", full-size tasks waiting in their slots for a share of the GPU's memory
+(`sandbox/workers/gpu_memory.py`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ GROUPS = (
     "queued to build",
     "build",
     "queued to judge",
+    "GPU memory wait",
     "import",
     "inputs + reference",
     "trials",
@@ -85,7 +88,7 @@ def evaluation_stages(result: dict[str, Any]) -> dict[str, float]:
             seconds[group] += float(value)
             elsewhere += float(value)
     seconds["judge"] = max(0.0, judge_s - elsewhere)
-    seconds["GPU wait"] += float(times.get("memory_wait_s") or 0.0)  # for its share of the GPU's memory
+    seconds["GPU memory wait"] = float(times.get("memory_wait_s") or 0.0)  # for its share of it, in a slot
     stages = times.get("candidate_stages") or {}
     for name, value in stages.items():
         seconds[group_of(name)] += float(value)

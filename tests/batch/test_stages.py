@@ -109,3 +109,15 @@ def test_the_batchs_queues_are_their_own_stages() -> None:
         + result["stage_times"]["candidate_s"]
         + result["stage_times"]["judge_s"]
     )
+
+
+def test_a_wait_for_gpu_memory_is_its_own_row() -> None:
+    """It holds one of the GPU's slots while nothing runs: the eighth session's batch lost half its
+    slots that way, which "GPU wait" (the gate) does not say."""
+    result = json.loads(MEASURED.read_text())
+    before = evaluation_stages(result)
+    result["stage_times"]["memory_wait_s"] = 42.0
+    seconds = evaluation_stages(result)
+    assert seconds["GPU memory wait"] == pytest.approx(42.0)
+    assert seconds["GPU wait"] == pytest.approx(before["GPU wait"])
+    assert seconds["queued to judge"] == pytest.approx(before["queued to judge"])
