@@ -10,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from agent import __version__
 from agent.batch.config import BatchConfig
 from sandbox.workers.gpu_gate import physical_gpu
 
@@ -23,6 +24,8 @@ def versions(config: BatchConfig) -> dict[str, Any]:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             found[package] = None
+    if found["kernel-agent"] is None:  # run from a copy of the source tree (a GPU machine's PYTHONPATH)
+        found["kernel-agent"] = f"{__version__} (not installed)"
     found["git_sha"] = _git_sha()
     found["executable"] = sys.executable
     return found
