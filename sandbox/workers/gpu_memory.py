@@ -40,8 +40,7 @@ class MemoryClaim:
         self.gate_path = gate_path
         self.units = max(1, min(UNITS, units))
         self.waited_s = 0.0
-        self._held: list[int] = []
-        self._units: list[int] = []  # which unit each of `_held` locks
+        self._held: dict[int, int] = {}  # unit -> the descriptor that locks it
 
     def acquire(self, timeout: float, patience: float = PATIENCE_S) -> bool:
         """Wait for the units; False when `timeout` passed first (nothing is held then).
@@ -79,7 +78,7 @@ class MemoryClaim:
         for unit in range(UNITS):
             if len(self._held) == self.units:
                 break
-            if unit in self._units:
+            if unit in self._held:
                 continue
             fd = _open(f"{self.gate_path}.mem.{unit}")
             try:
@@ -87,8 +86,7 @@ class MemoryClaim:
             except BlockingIOError:
                 os.close(fd)
                 continue
-            self._held.append(fd)
-            self._units.append(unit)
+            self._held[unit] = fd
         return self.held
 
     @property
@@ -99,12 +97,12 @@ class MemoryClaim:
     def fds(self) -> list[int]:
         """The units' descriptors: a process that inherits them holds the units too (flock locks
         belong to the open file, not to the process), until the last copy is closed."""
-        return list(self._held)
+        return list(self._held.values())
 
     def release(self) -> None:
-        for fd in self._held:
+        for fd in self._held.values():
             os.close(fd)  # closing drops the lock
-        self._held, self._units = [], []
+        self._held = {}
 
 
 def keep_one(fds: list[int]) -> None:
