@@ -279,7 +279,7 @@ def candidate_failure(run: CandidateRun, timeout: float) -> tuple[str, FailureRe
         )
     if r.timed_out and stage.startswith("waiting for the GPU"):
         message = (
-            f"the evaluation ran past {timeout:.0f}s waiting for exclusive use of the GPU (another "
+            f"the evaluation ran past {timeout:.0f}s waiting for its turn on the GPU (another "
             "evaluation held it); not the candidate's fault: evaluate it again"
         )
         return "referee_error", FailureReport(stage=stage, kind="gpu_busy", message=message, detail=detail)

@@ -6,7 +6,9 @@ It holds what candidate code must not reach, in a process no candidate code runs
 key (only it signs the completion record), the seeds of the timed calls (sent when the timing
 window opens, so none can be precomputed), the choice of timed calls to recheck (made when the
 window closes, from outputs the child had to keep), the GPU gate, and a clock of its own on the
-timing window. It starts `candidate_child.py`, which imports the candidate and does the work,
+timing window. The child asks for the gate's shared hold once it has imported torch and before it
+touches the GPU; no candidate code has run by then (it is imported later), so its startup, seconds
+of CPU, does not keep other evaluations from timing, and its GPU work is never ungated. It starts `candidate_child.py`, which imports the candidate and does the work,
 and talks with it over a pipe (JSON lines). What the child reports is observations the host
 checks against what the supervisor saw; the supervisor adds its own under `supervisor`.
 
@@ -88,7 +90,7 @@ class Supervisor:
         if op == "exclusive":
             self.hold("exclusive")
             return {"ok": True}
-        if op == "exclusive_done":
+        if op in ("shared", "exclusive_done"):
             self.hold("shared")
             return {"ok": True}
         if op == "window_open":
@@ -151,7 +153,6 @@ def main() -> None:
     key = bytes.fromhex(spec.pop("key"))
     supervisor = Supervisor(spec, key)
     del key
-    supervisor.hold("shared")
     from_child, to_us = os.pipe()
     child = subprocess.Popen(
         [sys.executable, "-I", CHILD, str(to_us)],

@@ -5,7 +5,7 @@ usage: python -I candidate_child.py FD      (started by candidate.py, its superv
 Its supervisor sends the spec (no key: this process never holds one) as the first line on stdin
 and answers requests on the same stdin; this process writes its messages (JSON lines) to fd FD.
 It never sees an expected output: the judge computes those after this process has exited.
-Order: build the reference's randomized state from its seed; snapshot what the worker's checks
+Order: import torch, then take the GPU gate's shared hold; build the reference's randomized state from its seed; snapshot what the worker's checks
 and clocks call; import the candidate and load that state; run the trials (fresh inputs per
 trial, allocator poisoned with NaN, operators recorded, outputs snapshotted in stream order);
 time it (the supervisor gives the timed inputs' seed when the window opens and picks the outputs
@@ -41,6 +41,8 @@ _urandom = os.urandom
 _dumps = json.dumps
 _loads = json.loads
 _write = os.write
+
+WAIT_TO_RUN = "waiting for the GPU (shared, to run)"
 
 
 class SupervisorLink:
@@ -103,6 +105,12 @@ def run(spec: CandidateRequest, body: CandidateRecord, link: SupervisorLink) -> 
     from candidate_trials import SupervisedTiming, profile_kernels, run_trials, time_candidate
     from gpu_handoff import HandoffSender
     from referee_common import StageFailure, build_reference, load_task_module, seeded_call, state_checksum
+
+    # Our code alone has run so far (the candidate is imported below): hold the GPU's gate before
+    # the first CUDA call, not through this process's startup, which other evaluations' timing
+    # would otherwise wait out.
+    link.stage(WAIT_TO_RUN)
+    link.request("shared")
 
     device = spec["device"]
     if device.startswith("cuda") and not torch.cuda.is_available():

@@ -376,7 +376,7 @@ class CandidateRequest(CandidateSpec):
 
 
 class ChildMessage(TypedDict, total=False):
-    """A line from the child to its supervisor: op stage (name), exclusive, exclusive_done,
+    """A line from the child to its supervisor: op stage (name), shared, exclusive, exclusive_done,
     window_open (reps, hold), window_close (reps), result (body). Untrusted: read with .get."""
 
     op: str

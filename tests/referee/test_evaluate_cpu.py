@@ -3,8 +3,16 @@ with python-only candidates. GPU-only parts (poisoning, events, kernels) are in 
 
 from __future__ import annotations
 
+import importlib
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
 import pytest
 
+from sandbox.paths import gpu_gate_dir
+from sandbox.workers.candidate_child import WAIT_TO_RUN
+from sandbox.workers.gpu_gate import GpuGate
 from tests.referee.conftest import JudgeCpu
 
 
@@ -161,3 +169,40 @@ def test_process_tampering_is_reported(judge_cpu: JudgeCpu, candidate: str, expe
     assert result.verdict in ("incorrect", "policy_violation"), result.feedback()
     assert result.policy_report is not None
     assert any(expected_text in v for v in result.policy_report.violations), result.policy_report.violations
+
+
+def test_the_candidate_starts_while_another_evaluation_holds_the_gpu(
+    judge_cpu: JudgeCpu, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The candidate's supervisor takes the GPU gate when its child asks, after importing torch and
+    before any GPU work or candidate code, not before starting it: seconds of startup no longer hold
+    up other evaluations' timing (the gate's drains were most of a full-size batch's GPU waits)."""
+    gate = gpu_gate_dir() / "gpu-test.lock"
+    gate.parent.mkdir(parents=True, exist_ok=True)
+    for name in (gate, gate.with_name(gate.name + ".turn")):
+        name.touch()
+    evaluate = importlib.import_module("agent.referee.evaluate")  # the package exports a function of that name
+    monkeypatch.setattr(evaluate, "_gate_file", lambda option, sandbox, device: str(gate))
+    monkeypatch.setattr(evaluate, "_claim_memory", lambda *args, **kwargs: None)  # no GPU memory here
+    with ThreadPoolExecutor(1) as pool, GpuGate(str(gate)) as other:  # the gate is let go first
+        other.hold("exclusive")  # another evaluation times
+        judged = pool.submit(judge_cpu, "relu_small", "relu_numpy", profile=False)
+        progress = _progress_reaching(tmp_path / "relu_numpy", WAIT_TO_RUN, timeout_s=120)
+        assert "import torch" in progress  # the child started and imported torch meanwhile
+        time.sleep(1.0)
+        assert "reference state" not in _progress_reaching(tmp_path / "relu_numpy", WAIT_TO_RUN, timeout_s=1)
+        other.release()
+        result = judged.result(timeout=300)
+    assert result.verdict == "correct", result.feedback()
+    assert result.stage_times.candidate_stages[WAIT_TO_RUN] >= 1.0
+
+
+def _progress_reaching(solution_root: Path, stage: str, *, timeout_s: float) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for progress in solution_root.glob(".referee/*/progress.txt"):
+            text = progress.read_text()
+            if stage in text:
+                return text
+        time.sleep(0.05)
+    raise AssertionError(f"no candidate progress reached {stage!r} in {timeout_s:.0f}s")
