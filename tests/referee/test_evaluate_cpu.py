@@ -181,7 +181,8 @@ def test_the_candidate_starts_while_another_evaluation_holds_the_gpu(
     gate.parent.mkdir(parents=True, exist_ok=True)
     for name in (gate, gate.with_name(gate.name + ".turn")):
         name.touch()
-    evaluate = importlib.import_module("agent.referee.evaluate")  # the package exports a function of that name
+    # agent.referee exports a function named evaluate: the module itself, by its full name
+    evaluate = importlib.import_module("agent.referee.evaluate")
     monkeypatch.setattr(evaluate, "_gate_file", lambda option, sandbox, device: str(gate))
     monkeypatch.setattr(evaluate, "_claim_memory", lambda *args, **kwargs: None)  # no GPU memory here
     with ThreadPoolExecutor(1) as pool, GpuGate(str(gate)) as other:  # the gate is let go first
