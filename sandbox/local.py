@@ -314,7 +314,8 @@ class LocalSandbox(Sandbox):
                 group.remove()
         if self._bwrap:
             returncode = returncode_from_wait_status(returncode)
-        limits += _limits_from_signal(returncode)
+        # A limit that killed a shell's child shows as the shell's 128+N status, with or without bwrap.
+        limits += _limits_from_signal(returncode_from_wait_status(returncode))
         if out.truncated or err.truncated:
             limits.append("output")
         return ExecResult(
