@@ -46,7 +46,7 @@ from agent.workspace import EXTENSION_NAME, MODEL_ENTRY, Solution, Workspace, ma
 from sandbox.base import Sandbox, open_sandbox
 from sandbox.paths import gpu_gate_dir
 from sandbox.workers import gpu_handoff, gpu_memory
-from sandbox.workers.gpu_gate import GpuGate, gate_path, physical_gate_path
+from sandbox.workers.gpu_gate import GpuGate, gate_files, gate_path, physical_gate_path
 from sandbox.workers.protocol import CandidateRecord, JudgeResult
 from sandbox.workers.timing import TIMING_VERSION, TimingConfig
 
@@ -391,8 +391,8 @@ def _gate_file(option: GateOption, sandbox: Sandbox, device: str) -> str | None:
         else:
             path = Path(gate_path(gpu_gate_dir(), "0"))
     path.parent.mkdir(parents=True, exist_ok=True)
-    for name in (path, path.with_name(path.name + ".turn")):
-        name.touch(exist_ok=True)
+    for name in gate_files(str(path)):
+        Path(name).touch(exist_ok=True)
     return str(path)
 
 

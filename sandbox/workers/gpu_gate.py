@@ -3,15 +3,22 @@
 Correctness work (trials, expected outputs) may share a GPU; timing may not: a repetition timed
 while another process runs kernels on the same GPU measures both. Every referee process that
 touches a GPU holds its gate: `shared` for correctness work, `exclusive` for timing and
-profiling. The gate is two flock(2) files beside each other, so it works across processes,
+profiling. The gate is three flock(2) files beside each other, so it works across processes,
 sandboxes that can see the files, and separate batches on one machine:
 
 - `<path>` itself: readers hold LOCK_SH, a writer LOCK_EX.
 - `<path>.turn`: a turnstile. A writer holds it while it waits for the readers to drain and while
   it times, so readers that arrive later queue behind it (no writer starvation).
+- `<path>.writers`: every writer holds LOCK_SH on it from the moment it asks until it is done;
+  a reader first takes LOCK_EX on it, and lets it go at once. So no reader gets in while any
+  writer waits, not only the one at the turnstile: the writers queued behind a timing go one
+  after another, and the readers' holds are drained once for all of them, not once each (on the
+  H200, draining was most of a full batch's GPU time: `benchmarks/results/h200-2026-12-03d/`).
+  Readers wait out at most the timings already queued: each evaluation times at most twice.
 
-A process never waits on the turnstile while holding the main lock, so two readers that both want
-to become writers cannot deadlock. Locks die with their process: a killed worker frees its GPU.
+A process never waits on the turnstile while holding the main lock, nor on `.writers` while
+holding anything, so two readers that both want to become writers cannot deadlock. Locks die with
+their process: a killed worker frees its GPU.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ class GpuGate:
         self.mode: Mode = "none"
         self._main = self._open(path)
         self._turn = self._open(path + ".turn")
+        self._writers = self._open(path + ".writers")
 
     @staticmethod
     def _open(path: str) -> int:
@@ -69,12 +77,16 @@ class GpuGate:
             if self.mode == "exclusive":
                 fcntl.flock(self._main, fcntl.LOCK_SH)  # downgrade: others may read now
                 fcntl.flock(self._turn, fcntl.LOCK_UN)
+                fcntl.flock(self._writers, fcntl.LOCK_UN)
             else:
-                fcntl.flock(self._turn, fcntl.LOCK_EX)  # wait behind a writer that is queued
+                fcntl.flock(self._writers, fcntl.LOCK_EX)  # wait until no writer waits or times
+                fcntl.flock(self._writers, fcntl.LOCK_UN)
+                fcntl.flock(self._turn, fcntl.LOCK_EX)  # wait behind a writer that came meanwhile
                 fcntl.flock(self._main, fcntl.LOCK_SH)
                 fcntl.flock(self._turn, fcntl.LOCK_UN)
         else:
             fcntl.flock(self._main, fcntl.LOCK_UN)  # never wait on the turnstile holding the main lock
+            fcntl.flock(self._writers, fcntl.LOCK_SH)  # readers that come now wait behind us
             fcntl.flock(self._turn, fcntl.LOCK_EX)
             fcntl.flock(self._main, fcntl.LOCK_EX)
         self.mode = mode
@@ -82,10 +94,11 @@ class GpuGate:
     def release(self) -> None:
         fcntl.flock(self._main, fcntl.LOCK_UN)
         fcntl.flock(self._turn, fcntl.LOCK_UN)
+        fcntl.flock(self._writers, fcntl.LOCK_UN)
         self.mode = "none"
 
     def close(self) -> None:
-        for fd in (self._main, self._turn):
+        for fd in (self._main, self._turn, self._writers):
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.mode = "none"
@@ -95,6 +108,11 @@ class GpuGate:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def gate_files(path: str) -> list[str]:
+    """The files a gate at `path` locks; a read-only view (a sandbox's) needs them to exist."""
+    return [path, path + ".turn", path + ".writers"]
 
 
 def open_gate(path: str | None) -> GpuGate | None:

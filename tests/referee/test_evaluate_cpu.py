@@ -12,7 +12,7 @@ import pytest
 
 from sandbox.paths import gpu_gate_dir
 from sandbox.workers.candidate_child import WAIT_TO_RUN
-from sandbox.workers.gpu_gate import GpuGate
+from sandbox.workers.gpu_gate import GpuGate, gate_files
 from tests.referee.conftest import JudgeCpu
 
 
@@ -179,8 +179,8 @@ def test_the_candidate_starts_while_another_evaluation_holds_the_gpu(
     up other evaluations' timing (the gate's drains were most of a full-size batch's GPU waits)."""
     gate = gpu_gate_dir() / "gpu-test.lock"
     gate.parent.mkdir(parents=True, exist_ok=True)
-    for name in (gate, gate.with_name(gate.name + ".turn")):
-        name.touch()
+    for name in gate_files(str(gate)):
+        Path(name).touch()
     # agent.referee exports a function named evaluate: the module itself, by its full name
     evaluate = importlib.import_module("agent.referee.evaluate")
     monkeypatch.setattr(evaluate, "_gate_file", lambda option, sandbox, device: str(gate))

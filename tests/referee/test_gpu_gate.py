@@ -66,6 +66,21 @@ def test_a_waiting_writer_is_not_starved_by_later_readers(tmp_path: Path) -> Non
     assert got["w"][2] <= got["late"][1] + 1e-3, got  # the late reader queued behind the writer
 
 
+def test_writers_queued_behind_a_timing_go_before_readers_that_came_first(tmp_path: Path) -> None:
+    """A reader that comes while one writer times waits for every writer queued meanwhile: the
+    writers run back to back, so the readers' holds are drained once for all of them."""
+    path, log = str(tmp_path / "gpu-0.lock"), str(tmp_path / "log")
+    for _ in range(3):  # without the rule, the reader, first in line at the turnstile, usually wins
+        Path(log).unlink(missing_ok=True)
+        _run(
+            (path, "exclusive", 1.2, log, "w1"),
+            (path, "shared", 0.1, log, "r", 0.4),  # comes while w1 times
+            (path, "exclusive", 0.1, log, "w2", 0.8),  # comes after the reader
+        )
+        got = _intervals(Path(log))
+        assert got["w1"][2] <= got["w2"][1] + 1e-3 and got["w2"][2] <= got["r"][1] + 1e-3, got
+
+
 def _upgrade(path: str, log: str, name: str) -> None:
     with GpuGate(path) as gate:
         gate.hold("shared")
