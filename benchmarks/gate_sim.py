@@ -16,8 +16,8 @@ contention between readers.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import multiprocessing as mp
+import os
 import random
 import statistics
 import sys
@@ -43,26 +43,14 @@ JUDGE_EXIT = 1.6  # no hold
 
 
 class TurnstileOnly(GpuGate):
-    """The gate as it was before `.writers`: a reader waits only for the writer at the turnstile."""
+    """The gate as it was before `.writers`: a reader waits only for the writer at the turnstile.
+    Its `.writers` lock is a file of its own, which no other process locks, so it never waits."""
 
-    def hold(self, mode: Mode) -> None:
-        if mode == self.mode:
-            return
-        if mode == "none":
-            self.release()
-        elif mode == "shared":
-            if self.mode == "exclusive":
-                fcntl.flock(self._main, fcntl.LOCK_SH)
-                fcntl.flock(self._turn, fcntl.LOCK_UN)
-            else:
-                fcntl.flock(self._turn, fcntl.LOCK_EX)
-                fcntl.flock(self._main, fcntl.LOCK_SH)
-                fcntl.flock(self._turn, fcntl.LOCK_UN)
-        else:
-            fcntl.flock(self._main, fcntl.LOCK_UN)
-            fcntl.flock(self._turn, fcntl.LOCK_EX)
-            fcntl.flock(self._main, fcntl.LOCK_EX)
-        self.mode = mode
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        os.close(self._writers)
+        self._writers, private = tempfile.mkstemp(prefix="writers-")
+        os.unlink(private)  # flock needs only the open file
 
 
 def _slot(path: str, kind: str, jobs: mp.Queue, results: mp.Queue, scale: float, seed: int) -> None:

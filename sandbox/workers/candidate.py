@@ -2,15 +2,16 @@
 
 usage: python -I candidate.py      (the spec, JSON, on stdin)
 
-It holds what candidate code must not reach, in a process no candidate code runs in: the run's
-key (only it signs the completion record), the seeds of the timed calls (sent when the timing
-window opens, so none can be precomputed), the choice of timed calls to recheck (made when the
-window closes, from outputs the child had to keep), the GPU gate, and a clock of its own on the
-timing window. The child asks for the gate's shared hold once it has imported torch and before it
-touches the GPU; no candidate code has run by then (it is imported later), so its startup, seconds
-of CPU, does not keep other evaluations from timing, and its GPU work is never ungated. It starts `candidate_child.py`, which imports the candidate and does the work,
-and talks with it over a pipe (JSON lines). What the child reports is observations the host
-checks against what the supervisor saw; the supervisor adds its own under `supervisor`.
+It holds what candidate code must not reach, in a process no candidate code runs in: the run's key
+(only it signs the completion record), the seeds of the timed calls (sent when the timing window
+opens, so none can be precomputed), the choice of timed calls to recheck (made when the window
+closes, from outputs the child had to keep), the GPU gate, and a clock of its own on the timing
+window. The child asks for the gate's shared hold once it has imported torch and before it touches
+the GPU; no candidate code has run by then (it is imported later), so its startup, seconds of CPU,
+does not keep other evaluations from timing, and its GPU work is never ungated. It starts
+`candidate_child.py`, which imports the candidate and does the work, and talks with it over a pipe
+(JSON lines). What the child reports is observations the host checks against what the supervisor
+saw; the supervisor adds its own under `supervisor`.
 
 Exit: 0 with a signed record when the child sent one and exited cleanly; otherwise the child's
 own status (a signal re-raised as that signal), so the host sees the crash as it happened.

@@ -3,14 +3,15 @@
 usage: python -I candidate_child.py FD      (started by candidate.py, its supervisor)
 
 Its supervisor sends the spec (no key: this process never holds one) as the first line on stdin
-and answers requests on the same stdin; this process writes its messages (JSON lines) to fd FD.
-It never sees an expected output: the judge computes those after this process has exited.
-Order: import torch, then take the GPU gate's shared hold; build the reference's randomized state from its seed; snapshot what the worker's checks
-and clocks call; import the candidate and load that state; run the trials (fresh inputs per
-trial, allocator poisoned with NaN, operators recorded, outputs snapshotted in stream order);
-time it (the supervisor gives the timed inputs' seed when the window opens and picks the outputs
-to recheck when it closes); profile it; send the record to the supervisor, which signs it.
-A crash, a hang or an early exit sends no record, which the host reports as a failure.
+and answers requests on the same stdin; this process writes its messages (JSON lines) to fd FD. It
+never sees an expected output: the judge computes those after this process has exited. Order:
+import torch, then take the GPU gate's shared hold; build the reference's randomized state from
+its seed; snapshot what the worker's checks and clocks call; import the candidate and load that
+state; run the trials (fresh inputs per trial, allocator poisoned with NaN, operators recorded,
+outputs snapshotted in stream order); time it (the supervisor gives the timed inputs' seed when
+the window opens and picks the outputs to recheck when it closes); profile it; send the record to
+the supervisor, which signs it. A crash, a hang or an early exit sends no record, which the host
+reports as a failure.
 """
 
 from __future__ import annotations
