@@ -238,7 +238,12 @@ def timing_check(
         check.consistent = False
         check.note = f"the record has {timing.get('n')} timed calls; the supervisor saw a window of {reps}"
         return check
-    if check.reported_mean_ms * reps > check.window_ms * 1.02 + 1.0:
+    # The time the worker added for other streams' work comes from gaps after each call's
+    # device-wide sync, outside the events, and a host the scheduler kept waiting there widens
+    # them: only the event times themselves must fit in the window (level-2 problem 48 in a
+    # full batch on the H200: 3.4 ms calls, 3.8 ms added to each, 31 in a 202 ms window).
+    added = max(0.0, float(timing.get("other_streams_ms") or 0.0))
+    if (check.reported_mean_ms - added) * reps > check.window_ms * 1.02 + 1.0:
         check.consistent = False
         check.note = "the reported times add up to more than the timing window lasted"
         return check

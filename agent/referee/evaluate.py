@@ -113,17 +113,33 @@ def judge_compiled(
     (memory_need) can fall short (a convolution's workspace, say), and the others' share is not the
     candidate's fault. Out of memory with the GPU to itself is. So is the referee's own want of
     room beside others (the judge could not take a 7.5 GB output with 7.6 GB free, level-1 RMSNorm
-    in a full-size batch on the H200): judged again alone, or said as too large for this GPU."""
+    in a full-size batch on the H200): judged again alone, or said as too large for this GPU.
+
+    A timing its supervisor's clock doubted beside other evaluations is judged again alone too: a
+    host the scheduler kept waiting stretches the window the check bounds the calls with (two
+    legitimate generations of a full-size batch on the H200 were called impossible so). Alone, an
+    honest timing agrees with the clock and a forged one still does not; only the second counts."""
     started = started if started is not None else time.monotonic()
     judged = functools.partial(
         _judge_compiled, task, solution, compiled, options, sandbox=sandbox, baseline_cache=baseline_cache
     )
     result, shared = judged(started=started, whole_gpu=False)
-    if shared and (out_of_memory(result) or referee_short_of_memory(result)):
-        first = result.reason  # the failure's message
+    why = why_judge_again(result) if shared else None
+    if why is not None:
         result, _ = judged(started=started, whole_gpu=True)
-        result.reason += f" (judged again with the GPU's memory to itself: it ran out beside other evaluations: {first[:200]})"
+        result.reason += f" (judged again with the GPU to itself: {why})"
     return result
+
+
+def why_judge_again(result: EvalResult) -> str | None:
+    """Why a result got beside other evaluations is no answer yet, or None when it is one."""
+    if out_of_memory(result) or referee_short_of_memory(result):
+        return f"it ran out of GPU memory beside other evaluations: {result.reason[:200]}"
+    if timing_in_doubt(result):
+        flags = result.performance.flags if result.performance else []
+        doubt = next((f.message for f in flags if f.code in TIMING_DOUBTS), result.reason)
+        return f"its timing beside other evaluations was in doubt: {doubt[:200]}"
+    return None
 
 
 def out_of_memory(result: EvalResult) -> bool:
@@ -132,12 +148,27 @@ def out_of_memory(result: EvalResult) -> bool:
 
 
 def referee_short_of_memory(result: EvalResult) -> bool:
-    """The referee could not keep or take the outputs for want of room (`referee_capacity`)."""
+    """The referee could not keep or take the outputs for want of room (`referee_capacity`), or
+    its judge ran out of GPU memory (level-1 SDPA's inputs, beside a judge holding 116 GB)."""
     return (
         result.verdict == "referee_error"
         and result.failure is not None
-        and result.failure.kind == "referee_capacity"
+        and (
+            result.failure.kind == "referee_capacity"
+            or (result.failure.kind == "oom" and result.failure.stage == "judge")
+        )
     )
+
+
+# Flags of a timing its supervisor's clock or the gaps after its calls cast doubt on.
+TIMING_DOUBTS = frozenset({"timing_inconsistent", "other_streams_time"})
+
+
+def timing_in_doubt(result: EvalResult) -> bool:
+    """The candidate's timing disagreed with its supervisor's clock (a violation or a flag), or
+    time was added to it for work left on other streams."""
+    flags = {f.code for f in result.performance.flags} if result.performance else set()
+    return bool(flags & TIMING_DOUBTS)
 
 
 def _judge_compiled(

@@ -352,8 +352,14 @@ def _baselines(
         return seeded_call(get_inputs, int.from_bytes(os.urandom(8), "little") >> 2, device)  # type: ignore[arg-type]
 
     def time_it(name: str, call: Callable[[list], object]) -> TimingRecord:
-        with _stage(stages, f"{name} timing"):
-            return time_calls(call, make_inputs, device=device, config=config)
+        before = torch.cuda.memory_allocated(device) if device.startswith("cuda") else 0
+        try:
+            with _stage(stages, f"{name} timing"):
+                return time_calls(call, make_inputs, device=device, config=config)
+        except torch.OutOfMemoryError as exc:  # says whether the timing itself grew the judge
+            raise torch.OutOfMemoryError(
+                f"{exc} [the judge held {before / 2**30:.2f} GiB of tensors when its {name} timing began]"
+            ) from exc
 
     with torch.no_grad():
         mode = wanted.get("compile_mode")

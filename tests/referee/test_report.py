@@ -251,6 +251,30 @@ def test_the_referees_own_want_of_room_beside_others_is_judged_again_with_the_wh
         return result(verdict=verdict, reason=report.message, failure=report)
 
     assert referee_short_of_memory(failed("referee_capacity"))
+    assert referee_short_of_memory(failed("oom"))  # the judge's own OOM: level-1 SDPA beside a 116 GB judge
     assert not referee_short_of_memory(failed("judge_failed"))
     assert not referee_short_of_memory(failed("referee_capacity", verdict="runtime_error"))
     assert not referee_short_of_memory(result())
+
+
+def test_a_timing_in_doubt_beside_others_is_judged_again_alone_and_says_why() -> None:
+    """Two legitimate generations of a full-size batch on the H200 got `policy_violation` from the
+    timing check while others shared the machine: such a result is judged again with the GPU to
+    itself, and the second judging is the answer. A clean result, or a wrong one, is final."""
+    from agent.referee.evaluate import why_judge_again
+    from agent.referee.results import FailureReport, Flag
+
+    doubted = perf(0.5)
+    doubted.flags.append(Flag(code="timing_inconsistent", message="its supervisor's clock allows no less"))
+    why = why_judge_again(result(verdict="policy_violation", reason="impossible", performance=doubted))
+    assert why is not None and "timing" in why and "supervisor's clock" in why
+    streams = perf(0.5)
+    streams.flags.append(Flag(code="other_streams_time", message="work on other streams"))
+    assert why_judge_again(result(performance=streams)) is not None
+    judge_oom = FailureReport(
+        stage="judge", kind="oom", message="the referee's judge failed: OutOfMemoryError"
+    )
+    why = why_judge_again(result(verdict="referee_error", reason=judge_oom.message, failure=judge_oom))
+    assert why is not None and "memory" in why
+    assert why_judge_again(result(performance=perf(0.5))) is None
+    assert why_judge_again(result(verdict="incorrect", reason="trial 0 differs")) is None
