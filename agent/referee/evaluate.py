@@ -113,7 +113,8 @@ def judge_compiled(
     (memory_need) can fall short (a convolution's workspace, say), and the others' share is not the
     candidate's fault. Out of memory with the GPU to itself is. So is the referee's own want of
     room beside others (the judge could not take a 7.5 GB output with 7.6 GB free, level-1 RMSNorm
-    in a full-size batch on the H200): judged again alone, or said as too large for this GPU.
+    in a full-size batch on the H200), or a judge or baseline out of memory beside a judge that grew
+    to 116 GB: judged again alone, or said as too large for this GPU.
 
     A timing its supervisor's clock doubted beside other evaluations is judged again alone too: a
     host the scheduler kept waiting stretches the window the check bounds the calls with (two
@@ -135,6 +136,10 @@ def why_judge_again(result: EvalResult) -> str | None:
     """Why a result got beside other evaluations is no answer yet, or None when it is one."""
     if out_of_memory(result) or referee_short_of_memory(result):
         return f"it ran out of GPU memory beside other evaluations: {result.reason[:200]}"
+    errors = result.performance.baseline_errors if result.performance else {}
+    short = next((f"{name}: {error}" for name, error in errors.items() if "OutOfMemoryError" in error), None)
+    if short is not None:  # level-1 HuberLoss's eager baseline beside another judge's 14 GB
+        return f"a baseline ran out of GPU memory beside other evaluations: {short[:200]}"
     if timing_in_doubt(result):
         flags = result.performance.flags if result.performance else []
         doubt = next((f.message for f in flags if f.code in TIMING_DOUBTS), result.reason)

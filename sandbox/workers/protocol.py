@@ -120,6 +120,7 @@ class TimingSettings(TypedDict, total=False):
     min_reps: int
     max_reps: int
     max_seconds: float
+    blocking_sync: bool
 
 
 class TimingRecord(TypedDict):

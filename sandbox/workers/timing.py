@@ -56,6 +56,11 @@ class TimingConfig:
     min_reps: int = 10
     max_reps: int = 400
     max_seconds: float = 10.0
+    # Wait for the GPU asleep (cudaDeviceScheduleBlockingSync) instead of spinning. A spinning
+    # sync makes the timing thread a CPU hog that a loaded scheduler stalls a whole slice (3.75 ms
+    # on 16 cores) at a time: in a full batch on the H200 a 3.4 ms call's sync returned a steady
+    # 3.9 ms late. Off until measured (benchmarks/diag/sync_contention.py).
+    blocking_sync: bool = False
 
     @classmethod
     def from_dict(cls, values: TimingSettings | None) -> TimingConfig:
@@ -137,6 +142,30 @@ def _cudart() -> ctypes.CDLL | None:
     return None
 
 
+CUDA_DEVICE_SCHEDULE_BLOCKING_SYNC = 0x04
+CUDA_DEVICE_SCHEDULE_MASK = 0x07
+
+
+def use_blocking_sync() -> bool:
+    """Make this process's waits for the GPU sleep rather than spin (the flags of the device's
+    primary context, which the runtime lets a live context change). False, with the runtime's
+    error cleared so torch's next check does not trip on it, where that is refused."""
+    library = _cudart()
+    if library is None:
+        return False
+    flags = ctypes.c_uint(0)
+    if library.cudaGetDeviceFlags(ctypes.byref(flags)) != 0:
+        library.cudaGetLastError()
+        return False
+    wanted = (flags.value & ~CUDA_DEVICE_SCHEDULE_MASK) | CUDA_DEVICE_SCHEDULE_BLOCKING_SYNC
+    if library.cudaSetDeviceFlags(ctypes.c_uint(wanted)) != 0:
+        library.cudaGetLastError()
+        return False
+    return library.cudaGetDeviceFlags(ctypes.byref(flags)) == 0 and bool(
+        flags.value & CUDA_DEVICE_SCHEDULE_BLOCKING_SYNC
+    )
+
+
 class _PersistingL2:
     """cudaCtxResetPersistingL2Cache before each repetition. Without it, lines a candidate marked
     persisting (cudaAccessPolicyWindow) survive the L2 flush, and its next timed call starts with
@@ -200,8 +229,9 @@ def _reserve(device: str, blocks: int, nbytes: int) -> None:
 
 
 class _Clock:
-    def __init__(self, device: str) -> None:
+    def __init__(self, device: str, *, blocking_sync: bool = False) -> None:
         self.cuda = device.startswith("cuda")
+        self.blocking_sync = self.cuda and blocking_sync and use_blocking_sync()
         self.flush: torch.Tensor | None = None
         self.persisting = _PersistingL2(self.cuda)
         self.sleep_cycles_per_ms = 0.0
@@ -309,7 +339,7 @@ def time_calls(
     reference pairs are outside it)."""
     config = config or TimingConfig()
     session = session or TimedSession()
-    clock = _Clock(device)
+    clock = _Clock(device, blocking_sync=config.blocking_sync)
     deadline = time.monotonic() + config.max_seconds
     warm: list[float] = []
     output_bytes = 0

@@ -244,6 +244,48 @@ def test_work_on_a_side_stream_is_inside_the_timing() -> None:
     assert 0.95 * honest["median_ms"] < hidden["median_ms"] < 1.1 * honest["median_ms"], (honest, hidden)
 
 
+BLOCKING_SYNC_PROBE = """
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+from timing import TimingConfig, _cudart, time_calls
+import ctypes
+config = TimingConfig(min_reps=20, max_reps=40, blocking_sync=True)
+side = torch.cuda.Stream()
+def same_stream(_inputs):
+    torch.cuda._sleep(2_000_000)
+def other_stream(_inputs):
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(2_000_000)
+honest = time_calls(same_stream, lambda i: None, device="cuda", config=config)
+hidden = time_calls(other_stream, lambda i: None, device="cuda", config=config)
+flags = ctypes.c_uint(0)
+_cudart().cudaGetDeviceFlags(ctypes.byref(flags))
+torch.relu(torch.ones(4, device="cuda")).sum().item()  # no stale runtime error trips torch
+print(json.dumps({"honest": honest, "hidden": hidden, "flags": flags.value}))
+"""
+
+
+@pytest.mark.quiet
+def test_blocking_sync_switches_on_and_still_counts_side_streams() -> None:
+    """TimingConfig(blocking_sync=True): the process waits for the GPU asleep, and the timing
+    still adds a side stream's work back (in a process of its own: the flags are the process's)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", BLOCKING_SYNC_PROBE, str(ROOT / "sandbox" / "workers")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    honest, hidden = found["honest"], found["hidden"]
+    assert found["flags"] & 0x04, found["flags"]  # cudaDeviceScheduleBlockingSync
+    assert honest["other_streams_ms"] < 0.01 * honest["median_ms"], honest
+    assert hidden["other_streams_ms"] > 0.9 * honest["median_ms"], hidden
+
+
 def test_cli_prints_json_and_exits_zero(relu_workspace: Path) -> None:
     from typer.testing import CliRunner
 

@@ -276,5 +276,11 @@ def test_a_timing_in_doubt_beside_others_is_judged_again_alone_and_says_why() ->
     )
     why = why_judge_again(result(verdict="referee_error", reason=judge_oom.message, failure=judge_oom))
     assert why is not None and "memory" in why
+    no_eager = perf(0.5)
+    no_eager.baseline_errors = {"eager": "OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB"}
+    why = why_judge_again(result(performance=no_eager))
+    assert why is not None and "baseline" in why and "eager" in why
+    no_eager.baseline_errors = {"eager": "RuntimeError: the reference raised"}  # not the GPU's doing
+    assert why_judge_again(result(performance=no_eager)) is None
     assert why_judge_again(result(performance=perf(0.5))) is None
     assert why_judge_again(result(verdict="incorrect", reason="trial 0 differs")) is None
