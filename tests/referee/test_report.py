@@ -288,3 +288,39 @@ def test_a_timing_in_doubt_beside_others_is_judged_again_alone_and_says_why() ->
     assert why_judge_again(result(performance=no_eager)) is None
     assert why_judge_again(result(performance=perf(0.5))) is None
     assert why_judge_again(result(verdict="incorrect", reason="trial 0 differs")) is None
+
+
+def test_judge_compiled_judges_a_doubted_timing_again_alone_and_keeps_the_second(monkeypatch) -> None:
+    """The wiring: the first judging shared the GPU and its timing was doubted, so the second is
+    asked for with the GPU to itself, and its verdict, with the why appended, is the answer. A
+    doubted timing judged alone to begin with is final."""
+    import importlib
+
+    from agent.referee.results import Flag
+
+    evaluate_module = importlib.import_module(
+        "agent.referee.evaluate"
+    )  # the package's `evaluate` is the function
+
+    doubted = perf(0.5)
+    doubted.flags.append(Flag(code="timing_inconsistent", message="its supervisor's clock allows no less"))
+    answers = [
+        (result(verdict="policy_violation", reason="impossible", performance=doubted), True),
+        (result(performance=perf(0.5)), False),
+    ]
+    calls: list[bool] = []
+
+    def fake(*_args: object, whole_gpu: bool, **_kwargs: object) -> tuple[EvalResult, bool]:
+        calls.append(whole_gpu)
+        return answers[len(calls) - 1]
+
+    monkeypatch.setattr(evaluate_module, "_judge_compiled", fake)
+    final = evaluate_module.judge_compiled(None, None, None, sandbox=None)  # type: ignore[arg-type]
+    assert calls == [False, True]
+    assert final.verdict == "correct" and "judged again with the GPU to itself" in final.reason
+    assert "supervisor's clock" in final.reason
+
+    calls.clear()
+    answers[0] = (answers[0][0], False)  # alone already: no second judging
+    final = evaluate_module.judge_compiled(None, None, None, sandbox=None)  # type: ignore[arg-type]
+    assert calls == [False] and final.verdict == "policy_violation"
