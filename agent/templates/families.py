@@ -171,13 +171,61 @@ FAMILIES: dict[str, Family] = {
         ),
         ("MATH == 0 or ALLOW_TF32 == 1", "EPI_VEC == 1 or CAN_VEC >= EPI_VEC"),
     ),
+    "dwconv": Family(
+        "dwconv",
+        "dwconv.cu",
+        (
+            SlotDecl("BLOCK_W", (32, 64, 128), "config", "threads per block along the output's width"),
+            SlotDecl("ROWS", (1, 2, 4, 8), "config", "threads per block along the output's height"),
+            SlotDecl("OUT_W", (1, 2, 4), "compute", "outputs per thread along the width"),
+            SlotDecl("OUT_H", (1, 2, 4), "compute", "outputs per thread along the height"),
+            _FAST,
+        ),
+        # The input patch of a block's tile of outputs, halo included, in 48 KiB of shared memory.
+        (
+            "((ROWS * OUT_H - 1) * SH + (KH - 1) * DH + 1) * ((BLOCK_W * OUT_W - 1) * SW + (KW - 1) * DW + 1) * 4"
+            " <= 49152",
+        ),
+    ),
 }
+
+
+def is_depthwise(stage: Stage) -> bool:
+    """A forward 1D or 2D convolution whose every output channel reads one input channel (groups
+    equal to the input's channels): the direct `dwconv` template's, not cuDNN's."""
+    return (
+        isinstance(stage, ConvStage)
+        and not stage.transposed
+        and stage.spatial in (1, 2)
+        and stage.groups == stage.x.shape[1]
+        and stage.w.shape[1] == 1
+        and stage.w.shape[0] % stage.groups == 0
+    )
 
 
 def family_of(stage: Stage) -> Family:
     if isinstance(stage, ReduceStage):
         return FAMILIES["reduce_row" if stage.inner == 1 else "reduce_col"]
+    if is_depthwise(stage):
+        return FAMILIES["dwconv"]
     return FAMILIES[stage.kind]
+
+
+def dwconv_geometry(stage: ConvStage) -> dict[str, int]:
+    """The depthwise convolution as 2D (1D is 2D of height 1): sizes, filter, stride, padding and
+    dilation per dimension, the channel multiplier."""
+    lift = 2 - stage.spatial
+    x = stage.x.shape[:2] + [1] * lift + stage.x.shape[2:]
+    k = [1] * lift + stage.w.shape[2:]
+    out = stage.out_shape[:2] + [1] * lift + stage.out_shape[2:]
+    stride = [1] * lift + stage.stride
+    padding = [0] * lift + stage.padding
+    dilation = [1] * lift + stage.dilation
+    return {
+        "N": x[0], "C_IN": x[1], "C_OUT": out[1], "MULT": out[1] // x[1], "H": x[2], "W": x[3],
+        "OH": out[2], "OW": out[3], "KH": k[0], "KW": k[1], "SH": stride[0], "SW": stride[1],
+        "PH": padding[0], "PW": padding[1], "DH": dilation[0], "DW": dilation[1],
+    }  # fmt: skip
 
 
 def _can_vec(*programs: Program | None) -> int:
@@ -223,6 +271,9 @@ def stage_constants(stage: Stage, *, allow_tf32: bool = False) -> dict[str, int]
             "COUNT": stage.outer * stage.inner,
             "CAN_VEC": _can_vec(stage.src, stage.epilogue),
         }
+    if isinstance(stage, ConvStage) and is_depthwise(stage):
+        g = dwconv_geometry(stage)
+        return {name: g[name] for name in ("OH", "OW", "KH", "KW", "SH", "SW", "DH", "DW")}
     if isinstance(stage, ConvStage):
         return {
             "N": numel(stage.out_shape),
@@ -341,6 +392,16 @@ def render_stage(stage: Stage, values: dict[str, int], *, sm_count: int) -> str:
             "kTransA": int(ta), "kTransB": int(tb), "kLda": lda, "kLdb": ldb,
             "kStrideA": batch_a, "kStrideB": batch_b, "kOffsetA": stage.a.offset, "kOffsetB": stage.b.offset,
             "kNumel": stage.batch * stage.m * stage.n, "kEpilogue": int(stage.epilogue is not None),
+        }  # fmt: skip
+    elif isinstance(stage, ConvStage) and is_depthwise(stage):
+        g = dwconv_geometry(stage)
+        fill.update(EPI=_epi(stage.epilogue, 0), BIND_INPUTS=_bind(stage_views(stage)[2:], 2))
+        common |= {
+            "kN": g["N"], "kCIn": g["C_IN"], "kCOut": g["C_OUT"], "kMult": g["MULT"], "kH": g["H"], "kW": g["W"],
+            "kOH": g["OH"], "kOW": g["OW"], "kKH": g["KH"], "kKW": g["KW"], "kSH": g["SH"], "kSW": g["SW"],
+            "kPH": g["PH"], "kPW": g["PW"], "kDH": g["DH"], "kDW": g["DW"],
+            "kOffsetX": stage.x.offset, "kOffsetW": stage.w.offset, "kNumel": numel(stage.out_shape),
+            "kEpilogue": int(stage.epilogue is not None),
         }  # fmt: skip
     elif isinstance(stage, ConvStage):
         fill.update(

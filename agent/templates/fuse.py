@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from agent.templates.families import is_depthwise
 from agent.templates.plan import (
     MAX_OPERANDS,
     ConvStage,
@@ -210,5 +211,5 @@ def fuse(plan: Plan) -> Plan:
         stage.name = f"s{i}"
         stage.ops = list(dict.fromkeys(stage.ops))
     primary = max(plan.stages, key=_weight)
-    plan.family = FAMILIES[primary.kind]
+    plan.family = "depthwise convolution" if is_depthwise(primary) else FAMILIES[primary.kind]
     return plan

@@ -198,6 +198,8 @@ class ConfigAgent(DecisionMaker):
             return 1024
         if slot.local == "EPI_BLOCK":
             return 256
+        if slot.local in ("BLOCK_W", "ROWS"):  # 64 x 4 threads: a tile of 8 x 128 outputs at 2 x 2 each
+            return 64 if slot.local == "BLOCK_W" else 4
         if isinstance(stage, ReduceStage) and stage.inner == 1:
             return _nearest(slot, 128 if stage.r <= 256 else 256 if stage.r <= 4096 else 512)
         if isinstance(stage, SoftmaxStage):
@@ -223,6 +225,8 @@ class ComputeAgent(DecisionMaker):
     def initial(self, slot: Slot, obs: Observation) -> int:
         if slot.local == "UNROLL":
             return 2 if isinstance(obs.stage(slot.stage), EwiseStage | ReduceStage) else 1
+        if slot.local in ("OUT_W", "OUT_H"):
+            return 2  # each input row read from shared memory serves two outputs either way
         if slot.local == "MATH" and reference_uses_tf32(obs.stage(slot.stage)):
             return 1  # the reference's own precision: eager's cuDNN convolutions run on TF32 tensor cores
         return 0  # FAST and MATH start exact: the referee's tolerance decides whether they may go on

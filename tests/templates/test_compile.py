@@ -117,3 +117,107 @@ def test_the_convolution_template_compiles_with_several_slot_settings(
     assert "constexpr int kXDims[4] = {2, 8, 1, 33};" in source  # 1D as 2D of height 1
     assert "constexpr int kWDims[4] = {8, 6, 1, 5};" in source  # (C_in, C_out / groups, 1, k)
     assert "constexpr int64_t kTransposed = 1LL;" in source
+
+
+def emulate_dwconv(
+    x: torch.Tensor, w: torch.Tensor, g: dict[str, int], slots: dict[str, int]
+) -> torch.Tensor:
+    """dwconv.cu's kernel, block by block and thread by thread, on the CPU: the same tiles, the
+    same input patch (halo and zero padding) and the same reads of it (no epilogue)."""
+    tile_h, tile_w = slots["ROWS"] * slots["OUT_H"], slots["BLOCK_W"] * slots["OUT_W"]
+    in_h = (tile_h - 1) * g["SH"] + (g["KH"] - 1) * g["DH"] + 1
+    in_w = (tile_w - 1) * g["SW"] + (g["KW"] - 1) * g["DW"] + 1
+    tiles_h, tiles_w = -(-g["OH"] // tile_h), -(-g["OW"] // tile_w)
+    x = x.reshape(g["N"], g["C_IN"], g["H"], g["W"])
+    w = w.reshape(g["C_OUT"], g["KH"] * g["KW"])
+    y = torch.full((g["N"], g["C_OUT"], g["OH"], g["OW"]), float("nan"))
+    for block in range(tiles_h * tiles_w):
+        oh0, ow0 = (block // tiles_w) * tile_h, (block % tiles_w) * tile_w
+        ih0, iw0 = oh0 * g["SH"] - g["PH"], ow0 * g["SW"] - g["PW"]
+        for plane in range(g["N"] * g["C_OUT"]):
+            n, c = divmod(plane, g["C_OUT"])
+            patch = torch.zeros(in_h * in_w)
+            for k in range(in_h * in_w):
+                ih, iw = ih0 + k // in_w, iw0 + k % in_w
+                if 0 <= ih < g["H"] and 0 <= iw < g["W"]:
+                    patch[k] = x[n, c // g["MULT"], ih, iw]
+            for ty in range(slots["ROWS"]):
+                for tx in range(slots["BLOCK_W"]):
+                    for a in range(slots["OUT_H"]):
+                        for b in range(slots["OUT_W"]):
+                            r, s = ty + a * slots["ROWS"], tx + b * slots["BLOCK_W"]
+                            oh, ow = oh0 + r, ow0 + s
+                            if oh >= g["OH"] or ow >= g["OW"]:
+                                continue
+                            acc = 0.0
+                            for kh in range(g["KH"]):
+                                row = (r * g["SH"] + kh * g["DH"]) * in_w + s * g["SW"]
+                                for kw in range(g["KW"]):
+                                    acc += float(patch[row + kw * g["DW"]]) * float(w[c, kh * g["KW"] + kw])
+                            y[n, c, oh, ow] = acc
+    return y
+
+
+@pytest.mark.parametrize(
+    "slots",
+    [
+        {"BLOCK_W": 32, "ROWS": 2, "OUT_W": 2, "OUT_H": 2},
+        {"BLOCK_W": 64, "ROWS": 1, "OUT_W": 1, "OUT_H": 4},
+    ],
+)
+def test_the_depthwise_kernels_tiles_cover_the_convolution_exactly(slots: dict[str, int]) -> None:
+    """The tile geometry dwconv.cu is generated with (dwconv_geometry, the slots), emulated on the
+    CPU, gives torch's depthwise convolution on every output: stride, padding, dilation, a
+    channel multiplier and a 1D convolution as 2D of height 1, with tiles cut by the edges."""
+    from agent.templates import recognize, trace_tasks
+    from agent.templates.families import dwconv_geometry, is_depthwise
+    from agent.templates.plan import ConvStage
+
+    plan = recognize(trace_tasks([TASKS / "depthwise.py"])[0])  # type: ignore[arg-type]
+    assert isinstance(plan, Plan)
+    convs = [s for s in plan.stages if isinstance(s, ConvStage)]
+    assert len(convs) == 2 and all(is_depthwise(s) for s in convs)
+    torch.manual_seed(0)
+    for stage in convs:
+        g = dwconv_geometry(stage)
+        x = torch.randn(stage.x.shape)
+        w = torch.randn(stage.w.shape)
+        conv = torch.nn.functional.conv1d if stage.spatial == 1 else torch.nn.functional.conv2d
+        want = conv(
+            x, w, stride=stage.stride, padding=stage.padding, dilation=stage.dilation, groups=stage.groups
+        )
+        got = emulate_dwconv(x, w, g, slots).reshape(want.shape)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_the_depthwise_template_compiles_with_several_slot_settings(
+    tmp_path: Path, build_cache: Path
+) -> None:
+    """Depthwise 2D (asymmetric, strided, padded, dilated, multiplier 2, bias + ReLU epilogue) and
+    1D go to the direct template, not cuDNN, and compile with their slots varied."""
+    from agent.templates import recognize, trace_tasks
+
+    plan = recognize(trace_tasks([TASKS / "depthwise.py"])[0])  # type: ignore[arg-type]
+    assert isinstance(plan, Plan) and [family_of(s).name for s in plan.stages] == ["dwconv", "dwconv"]
+    assert plan.family == "depthwise convolution"
+    space = SlotSpace(plan)
+    base = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
+    workspace = Workspace.create(tmp_path / "ws", parse_task(TASKS / "depthwise.py"))
+    variants = [
+        {},
+        {"S0_BLOCK_W": 128, "S0_ROWS": 8, "S0_OUT_W": 4, "S0_OUT_H": 1, "S0_FAST": 1, "S1_OUT_W": 1},
+    ]
+    with open_sandbox("local", workspace=workspace.root, cache_dir=build_cache) as box:
+        for overrides in variants:
+            config = space.repair({**base, **overrides})
+            assert config is not None and space.valid(config)
+            for rel, text in instantiate(plan, config, tunable=space.tunable()).items():
+                target = workspace.root / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+            result = compile_solution(workspace, box, arch="sm_90", timeout=900)
+            assert result.ok, result.feedback()
+    source = (workspace.root / "kernels" / "s0_dwconv.cu").read_text()
+    assert "constexpr int64_t kMult = 2LL;" in source and "constexpr int64_t kDW = 2LL;" in source
+    assert "cudnnConvolutionForward" not in source and "dwconv_kernel<<<" in source

@@ -70,12 +70,24 @@ def test_losses_fuse_their_prologue_into_the_reduction(kernelbench_plans) -> Non
     assert isinstance(rms, Plan) and [s.kind for s in rms.stages] == ["reduce", "ewise"]
 
 
-def test_every_convolution_of_level_1_is_a_cudnn_stage(kernelbench_plans) -> None:
+def test_every_convolution_of_level_1_is_a_conv_stage_and_the_depthwise_ones_go_direct(
+    kernelbench_plans,
+) -> None:
+    from agent.templates.families import family_of
+
     convs = {k: p for k, p in kernelbench_plans.items() if k.startswith("level1/") and "conv" in k.lower()}
     assert len(convs) == 35
+    depthwise = {k for k in convs if "depthwise" in k}
+    assert len(depthwise) == 5  # problems 82-86
     for key, plan in convs.items():
-        assert isinstance(plan, Plan) and plan.family == "convolution", key
+        assert isinstance(plan, Plan), key
         assert {s.kind for s in plan.stages} == {"conv"}, key  # depthwise-separable: two of them
+        families = [family_of(s).name for s in plan.stages]
+        if key in depthwise:  # the direct template; separable's pointwise half stays cuDNN's
+            assert plan.family == "depthwise convolution" and families[0] == "dwconv", key
+            assert families[1:] in ([], ["conv"]), key
+        else:
+            assert plan.family == "convolution" and set(families) == {"conv"}, key
     transposed = convs[
         "level1/79_conv_transposed_1D_asymmetric_input_square_kernel___padded____strided____dilated__.py"
     ]
