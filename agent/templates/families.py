@@ -20,6 +20,7 @@ from agent.templates.plan import (
     EwiseStage,
     GemmStage,
     NormStage,
+    PoolStage,
     Program,
     ReduceStage,
     SoftmaxStage,
@@ -61,6 +62,17 @@ _UNROLL = SlotDecl("UNROLL", (1, 2, 4), "compute", "independent loads in flight 
 _FAST = SlotDecl("FAST", (0, 1), "compute", "1: hardware exp/log/tanh approximations")
 _SPLIT = SlotDecl("SPLIT", (1, 4, 16, 64, 256, 1024), "reduction", "blocks sharing one reduction")
 _ATOMIC = SlotDecl("ATOMIC", (0, 1), "reduction", "1: split partials merged with atomicAdd")
+
+# The direct tiled families (dwconv, pool): a block's tile of outputs from an input patch.
+_TILE_SLOTS = (
+    SlotDecl("BLOCK_W", (32, 64, 128), "config", "threads per block along the output's width"),
+    SlotDecl("ROWS", (1, 2, 4, 8), "config", "threads per block along the output's height"),
+    SlotDecl("OUT_W", (1, 2, 4), "compute", "outputs per thread along the width"),
+    SlotDecl("OUT_H", (1, 2, 4), "compute", "outputs per thread along the height"),
+    _FAST,
+)
+# The input patch of a block's tile of outputs, halo included, in 48 KiB of shared memory.
+_PATCH_FITS = "((ROWS * OUT_H - 1) * SH + (KH - 1) * DH + 1) * ((BLOCK_W * OUT_W - 1) * SW + (KW - 1) * DW + 1) * 4 <= 49152"
 
 FAMILIES: dict[str, Family] = {
     "ewise": Family(
@@ -171,22 +183,8 @@ FAMILIES: dict[str, Family] = {
         ),
         ("MATH == 0 or ALLOW_TF32 == 1", "EPI_VEC == 1 or CAN_VEC >= EPI_VEC"),
     ),
-    "dwconv": Family(
-        "dwconv",
-        "dwconv.cu",
-        (
-            SlotDecl("BLOCK_W", (32, 64, 128), "config", "threads per block along the output's width"),
-            SlotDecl("ROWS", (1, 2, 4, 8), "config", "threads per block along the output's height"),
-            SlotDecl("OUT_W", (1, 2, 4), "compute", "outputs per thread along the width"),
-            SlotDecl("OUT_H", (1, 2, 4), "compute", "outputs per thread along the height"),
-            _FAST,
-        ),
-        # The input patch of a block's tile of outputs, halo included, in 48 KiB of shared memory.
-        (
-            "((ROWS * OUT_H - 1) * SH + (KH - 1) * DH + 1) * ((BLOCK_W * OUT_W - 1) * SW + (KW - 1) * DW + 1) * 4"
-            " <= 49152",
-        ),
-    ),
+    "dwconv": Family("dwconv", "dwconv.cu", _TILE_SLOTS, (_PATCH_FITS,)),
+    "pool": Family("pool", "pool.cu", _TILE_SLOTS, (_PATCH_FITS,)),
 }
 
 
@@ -209,6 +207,21 @@ def family_of(stage: Stage) -> Family:
     if is_depthwise(stage):
         return FAMILIES["dwconv"]
     return FAMILIES[stage.kind]
+
+
+def pool_geometry(stage: PoolStage) -> dict[str, int]:
+    """The pooling as 3D (2D is 3D of depth 1): sizes, window, stride, padding and dilation per
+    dimension."""
+    lift = 3 - stage.spatial
+    x = stage.x.shape[:2] + [1] * lift + stage.x.shape[2:]
+    out = stage.out_shape[:2] + [1] * lift + stage.out_shape[2:]
+    k, s = [1] * lift + stage.kernel, [1] * lift + stage.stride
+    p, d = [0] * lift + stage.padding, [1] * lift + stage.dilation
+    return {
+        "N": x[0], "C": x[1], "D": x[2], "H": x[3], "W": x[4], "OD": out[2], "OH": out[3], "OW": out[4],
+        "KD": k[0], "KH": k[1], "KW": k[2], "SD": s[0], "SH": s[1], "SW": s[2],
+        "PD": p[0], "PH": p[1], "PW": p[2], "DD": d[0], "DH": d[1], "DW": d[2],
+    }  # fmt: skip
 
 
 def dwconv_geometry(stage: ConvStage) -> dict[str, int]:
@@ -271,8 +284,8 @@ def stage_constants(stage: Stage, *, allow_tf32: bool = False) -> dict[str, int]
             "COUNT": stage.outer * stage.inner,
             "CAN_VEC": _can_vec(stage.src, stage.epilogue),
         }
-    if isinstance(stage, ConvStage) and is_depthwise(stage):
-        g = dwconv_geometry(stage)
+    if isinstance(stage, PoolStage) or (isinstance(stage, ConvStage) and is_depthwise(stage)):
+        g = pool_geometry(stage) if isinstance(stage, PoolStage) else dwconv_geometry(stage)
         return {name: g[name] for name in ("OH", "OW", "KH", "KW", "SH", "SW", "DH", "DW")}
     if isinstance(stage, ConvStage):
         return {
@@ -297,6 +310,8 @@ def stage_views(stage: Stage) -> list[View]:
         return [stage.a, stage.b] + [o.view for o in (stage.epilogue.operands if stage.epilogue else [])]
     if isinstance(stage, ConvStage):
         return [stage.x, stage.w] + [o.view for o in (stage.epilogue.operands if stage.epilogue else [])]
+    if isinstance(stage, PoolStage):
+        return [stage.x] + [o.view for o in (stage.epilogue.operands if stage.epilogue else [])]
     views = [o.view for o in stage.src.operands]
     views += [o.view for o in (stage.epilogue.operands if stage.epilogue else [])]
     if isinstance(stage, NormStage):
@@ -392,6 +407,15 @@ def render_stage(stage: Stage, values: dict[str, int], *, sm_count: int) -> str:
             "kTransA": int(ta), "kTransB": int(tb), "kLda": lda, "kLdb": ldb,
             "kStrideA": batch_a, "kStrideB": batch_b, "kOffsetA": stage.a.offset, "kOffsetB": stage.b.offset,
             "kNumel": stage.batch * stage.m * stage.n, "kEpilogue": int(stage.epilogue is not None),
+        }  # fmt: skip
+    elif isinstance(stage, PoolStage):
+        g = pool_geometry(stage)
+        fill.update(EPI=_epi(stage.epilogue, 0), BIND_INPUTS=_bind(stage_views(stage)[1:], 1))
+        common |= {f"k{name}": value for name, value in g.items()}
+        common |= {
+            "kMax": int(stage.op == "max"), "kCountIncludePad": int(stage.count_include_pad),
+            "kDivisor": stage.divisor, "kOffsetX": stage.x.offset, "kNumel": numel(stage.out_shape),
+            "kEpilogue": int(stage.epilogue is not None),
         }  # fmt: skip
     elif isinstance(stage, ConvStage) and is_depthwise(stage):
         g = dwconv_geometry(stage)

@@ -20,6 +20,7 @@ from agent.templates.plan import (
     NormStage,
     Operand,
     Plan,
+    PoolStage,
     Program,
     ReduceStage,
     SoftmaxStage,
@@ -28,7 +29,7 @@ from agent.templates.plan import (
     numel,
 )
 
-Producer = GemmStage | ConvStage | ReduceStage | SoftmaxStage | NormStage
+Producer = GemmStage | ConvStage | ReduceStage | SoftmaxStage | NormStage | PoolStage
 FAMILIES = {
     "ewise": "elementwise",
     "gemm": "gemm",
@@ -36,6 +37,7 @@ FAMILIES = {
     "reduce": "reduction",
     "softmax": "softmax",
     "norm": "normalization",
+    "pool": "pooling",
 }
 
 
@@ -44,7 +46,7 @@ def stage_views(stage: Stage) -> list[View]:
     programs: list[Program | None]
     if isinstance(stage, EwiseStage):
         programs = [stage.program]
-    elif isinstance(stage, GemmStage | ConvStage):
+    elif isinstance(stage, GemmStage | ConvStage | PoolStage):
         programs = [stage.epilogue]
     else:
         programs = [stage.src, stage.epilogue]
@@ -53,6 +55,8 @@ def stage_views(stage: Stage) -> list[View]:
         views += [stage.a, stage.b]
     if isinstance(stage, ConvStage):
         views += [stage.x, stage.w]
+    if isinstance(stage, PoolStage):
+        views += [stage.x]
     if isinstance(stage, NormStage):
         views += [v for v in (stage.weight, stage.bias) if v is not None]
     return views
@@ -60,7 +64,8 @@ def stage_views(stage: Stage) -> list[View]:
 
 def _pointers(stage: Stage) -> int:
     """Operand pointers the stage's kernels receive (tk::Ptrs holds MAX_OPERANDS)."""
-    return len(stage_views(stage)) - (2 if isinstance(stage, GemmStage | ConvStage) else 0)
+    own = 2 if isinstance(stage, GemmStage | ConvStage) else 1 if isinstance(stage, PoolStage) else 0
+    return len(stage_views(stage)) - own
 
 
 def _uses(plan: Plan) -> Counter[str]:
@@ -201,6 +206,8 @@ def _weight(stage: Stage) -> int:
         return numel(stage.program.shape)
     if isinstance(stage, GemmStage | ConvStage):
         return 1 << 62
+    if isinstance(stage, PoolStage):
+        return numel(stage.x.shape)
     return numel(stage.src.shape)
 
 

@@ -1,7 +1,8 @@
 """Producer operators -> stages: GEMMs (mm, bmm, addmm), convolutions (1-3D, transposed,
 grouped), reductions over one block of dimensions
 (sum, mean, max, min, prod, argmax, argmin, logsumexp, vector norms), softmax and log-softmax
-over the last dimension, and layer, group, instance and batch normalization."""
+over the last dimension, layer, group, instance and batch normalization, and max and average
+pooling."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from agent.templates.plan import (
     GemmStage,
     Instr,
     NormStage,
+    PoolStage,
     Program,
     ReduceOp,
     ReduceStage,
@@ -60,7 +62,65 @@ def lower_producer(b: Builder, node: OpNode, kind: str) -> list[Any]:
         return _reduce(b, node)
     if kind == "softmax":
         return _softmax(b, node)
+    if kind == "pool":
+        return _pool(b, node)
     return _norm(b, node)
+
+
+# -- pooling -------------------------------------------------------------------------------------
+def _pool(b: Builder, node: OpNode) -> list[Any]:
+    """aten.max_pool{2,3}d_with_indices(x, kernel, stride, padding, dilation, ceil_mode) and
+    aten.avg_pool{2,3}d(x, kernel, stride, padding, ceil_mode, count_include_pad,
+    divisor_override): a PoolStage. Max pooling's indices are not computed: a task that uses them
+    is not covered."""
+    name = node.name
+    spatial = 3 if name.startswith(("max_pool3d", "avg_pool3d")) else 2
+    x = b.tensor(b.value(node.args[0]))
+    if len(x.shape) != spatial + 2:
+        raise Uncovered(f"{name} of a {len(x.shape)}-dimensional input (unbatched)")
+    if not x.is_contiguous():
+        raise Uncovered(f"{name} of a non-contiguous input")
+
+    def per_dim(value: Any, default: list[int]) -> list[int]:
+        if value is None or value == []:
+            return list(default)
+        listed = [int(v) for v in (value if isinstance(value, list | tuple) else [value])]
+        return listed * spatial if len(listed) == 1 else listed
+
+    kernel = per_dim(_arg(node, b, 1, "kernel_size"), [])
+    stride = per_dim(_arg(node, b, 2, "stride"), kernel)
+    padding = per_dim(_arg(node, b, 3, "padding", 0), [0] * spatial)
+    is_max = name.startswith("max_pool")
+    dilation = per_dim(_arg(node, b, 4, "dilation", 1), [1] * spatial) if is_max else [1] * spatial
+    if not all(len(v) == spatial for v in (kernel, stride, padding, dilation)):
+        raise Uncovered(f"{name} whose kernel, stride, padding or dilation does not name every dimension")
+    count_include_pad = True if is_max else bool(_arg(node, b, 5, "count_include_pad", True))
+    divisor = 0 if is_max else int(_arg(node, b, 6, "divisor_override", None) or 0)
+    meta = node.outputs[0]
+    assert meta is not None
+    out = b.new_output(meta.shape)
+    b.add_stage(
+        PoolStage(
+            name=f"s{len(b.stages)}",
+            op="max" if is_max else "avg",
+            x=x,
+            out_shape=meta.shape,
+            spatial=spatial,
+            kernel=kernel,
+            stride=stride,
+            padding=padding,
+            dilation=dilation,
+            count_include_pad=count_include_pad,
+            divisor=divisor,
+            out=out.buf,
+            ops=[name],
+        )
+    )
+    if not is_max:
+        return [out]
+    from agent.templates.recognize import Bad
+
+    return [out, Bad(f"the indices of {name}")]
 
 
 # -- GEMM ----------------------------------------------------------------------------------------

@@ -8,7 +8,9 @@ import math
 from collections.abc import Callable
 from typing import Any, Literal
 
-OpClass = Literal["ewise", "view", "identity", "side_effect", "gemm", "conv", "reduce", "softmax", "norm"]
+OpClass = Literal[
+    "ewise", "view", "identity", "side_effect", "gemm", "conv", "reduce", "softmax", "norm", "pool"
+]
 
 # Unary: (x, params) -> CUDA expression. `params` are the operator's scalar arguments by name.
 Unary = Callable[[str, dict[str, Any]], str]
@@ -180,6 +182,7 @@ REDUCE_OPS = frozenset(
 SOFTMAX_OPS = _names("_softmax _log_softmax _safe_softmax softmax log_softmax")
 NORM_OPS = _names("native_layer_norm native_group_norm native_batch_norm")
 LOSS_OPS = _names("smooth_l1_loss mse_loss l1_loss")
+POOL_OPS = _names("max_pool2d_with_indices max_pool3d_with_indices avg_pool2d avg_pool3d")
 
 
 def classify(name: str, overload: str) -> OpClass | None:
@@ -192,6 +195,8 @@ def classify(name: str, overload: str) -> OpClass | None:
         return "gemm"
     if name == "convolution":
         return "conv"
+    if name in POOL_OPS:
+        return "pool"
     if name in REDUCE_OPS and not (name in ("max", "min") and overload in ("other", "default")):
         return "reduce"
     if name in ("max", "min") and overload == "other":

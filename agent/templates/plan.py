@@ -6,7 +6,7 @@ walked in row-major order by a flat index i): its operands are views read at i (
 view is contiguous in that space, `scalar`: one element, `general`: coordinates times strides),
 its instructions are the library's elementwise functions (ops.UNARY / ops.BINARY).
 
-Stages run in order; each is one template family: ewise, gemm, conv, reduce, softmax, norm.
+Stages run in order; each is one template family: ewise, gemm, conv, reduce, softmax, norm, pool.
 Reductions, softmax and norms read their input through a `src` program (a fused prologue) and
 write through an optional `epilogue`; a GEMM's or a convolution's is an in-place elementwise pass.
 """
@@ -183,8 +183,27 @@ class NormStage(_Stage):
     epilogue: Program | None = None
 
 
+class PoolStage(_Stage):
+    """Max or average pooling over the 2 or 3 spatial dimensions of a contiguous x (N, C, *spatial);
+    1D pooling arrives traced as 2D of height 1. The output's size (ceil_mode) comes from the trace."""
+
+    kind: Literal["pool"] = "pool"
+    op: Literal["max", "avg"]
+    x: View
+    out_shape: list[int]
+    spatial: int
+    kernel: list[int]
+    stride: list[int]
+    padding: list[int]
+    dilation: list[int]
+    count_include_pad: bool = True
+    divisor: int = 0  # avg: divisor_override, 0 for none
+    epilogue: Program | None = None
+
+
 Stage = Annotated[
-    EwiseStage | GemmStage | ConvStage | ReduceStage | SoftmaxStage | NormStage, Field(discriminator="kind")
+    EwiseStage | GemmStage | ConvStage | ReduceStage | SoftmaxStage | NormStage | PoolStage,
+    Field(discriminator="kind"),
 ]
 
 

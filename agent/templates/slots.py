@@ -29,6 +29,7 @@ from agent.templates.plan import (
     GemmStage,
     NormStage,
     Plan,
+    PoolStage,
     ReduceStage,
     SoftmaxStage,
     Stage,
@@ -189,6 +190,23 @@ class DecisionMaker:
                     yield slot.values[j]
 
 
+# The direct tiled families' first tiles, most threads and reuse first: 64 x 4 threads at 2 x 2
+# outputs each (a 3 x 3 window's patch is 1.27 reads per output), down to what a wide window's
+# patch leaves room for in 48 KiB (level-1 problem 45: an 11 x 11 window, 64 x 1 threads).
+TILE_SHAPES = ((64, 4, 2, 2), (64, 4, 1, 1), (128, 2, 1, 1), (64, 2, 1, 1), (128, 1, 1, 1), (64, 1, 1, 1))
+
+
+def tile_shape(stage: Stage) -> dict[str, int]:
+    """BLOCK_W, ROWS, OUT_W, OUT_H of the first tile in TILE_SHAPES whose input patch fits."""
+    g = stage_constants(stage)
+    for block_w, rows, out_w, out_h in TILE_SHAPES:
+        patch_h = (rows * out_h - 1) * g["SH"] + (g["KH"] - 1) * g["DH"] + 1
+        patch_w = (block_w * out_w - 1) * g["SW"] + (g["KW"] - 1) * g["DW"] + 1
+        if patch_h * patch_w * 4 <= 48 * 1024:
+            return {"BLOCK_W": block_w, "ROWS": rows, "OUT_W": out_w, "OUT_H": out_h}
+    return {"BLOCK_W": 32, "ROWS": 1, "OUT_W": 1, "OUT_H": 1}
+
+
 class ConfigAgent(DecisionMaker):
     dimension = "config"
 
@@ -198,8 +216,8 @@ class ConfigAgent(DecisionMaker):
             return 1024
         if slot.local == "EPI_BLOCK":
             return 256
-        if slot.local in ("BLOCK_W", "ROWS"):  # 64 x 4 threads: a tile of 8 x 128 outputs at 2 x 2 each
-            return 64 if slot.local == "BLOCK_W" else 4
+        if slot.local in ("BLOCK_W", "ROWS"):
+            return tile_shape(obs.stage(slot.stage))[slot.local]
         if isinstance(stage, ReduceStage) and stage.inner == 1:
             return _nearest(slot, 128 if stage.r <= 256 else 256 if stage.r <= 4096 else 512)
         if isinstance(stage, SoftmaxStage):
@@ -226,7 +244,7 @@ class ComputeAgent(DecisionMaker):
         if slot.local == "UNROLL":
             return 2 if isinstance(obs.stage(slot.stage), EwiseStage | ReduceStage) else 1
         if slot.local in ("OUT_W", "OUT_H"):
-            return 2  # each input row read from shared memory serves two outputs either way
+            return tile_shape(obs.stage(slot.stage))[slot.local]
         if slot.local == "MATH" and reference_uses_tf32(obs.stage(slot.stage)):
             return 1  # the reference's own precision: eager's cuDNN convolutions run on TF32 tensor cores
         return 0  # FAST and MATH start exact: the referee's tolerance decides whether they may go on
@@ -295,4 +313,6 @@ def stage_weight(stage: Stage) -> int:
         return 1 << 62
     if isinstance(stage, EwiseStage):
         return numel(stage.program.shape)
+    if isinstance(stage, PoolStage):
+        return numel(stage.x.shape)
     return numel(stage.src.shape)

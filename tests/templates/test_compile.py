@@ -221,3 +221,129 @@ def test_the_depthwise_template_compiles_with_several_slot_settings(
     source = (workspace.root / "kernels" / "s0_dwconv.cu").read_text()
     assert "constexpr int64_t kMult = 2LL;" in source and "constexpr int64_t kDW = 2LL;" in source
     assert "cudnnConvolutionForward" not in source and "dwconv_kernel<<<" in source
+
+
+def emulate_pool(x: torch.Tensor, stage, slots: dict[str, int]) -> torch.Tensor:
+    """pool.cu's kernel, block by block and thread by thread, on the CPU: the same tiles, the
+    patch of each window depth (padding as -inf for max, 0 for average), PyTorch's divisor."""
+    from agent.templates.families import pool_geometry
+
+    g = pool_geometry(stage)
+    is_max = stage.op == "max"
+    pad = float("-inf") if is_max else 0.0
+    tile_h, tile_w = slots["ROWS"] * slots["OUT_H"], slots["BLOCK_W"] * slots["OUT_W"]
+    in_h = (tile_h - 1) * g["SH"] + (g["KH"] - 1) * g["DH"] + 1
+    in_w = (tile_w - 1) * g["SW"] + (g["KW"] - 1) * g["DW"] + 1
+    tiles_w = -(-g["OW"] // tile_w)
+    x = x.reshape(g["N"] * g["C"], g["D"], g["H"], g["W"])
+    y = torch.full((g["N"] * g["C"], g["OD"], g["OH"], g["OW"]), float("nan"))
+
+    def divisor(d0: int, h0: int, w0: int) -> float:
+        if stage.divisor:
+            return float(stage.divisor)
+        d1, h1, w1 = (min(a + k, n + p) for a, k, n, p in ((d0, g["KD"], g["D"], g["PD"]), (h0, g["KH"], g["H"], g["PH"]), (w0, g["KW"], g["W"], g["PW"])))  # fmt: skip
+        if stage.count_include_pad:
+            return float((d1 - d0) * (h1 - h0) * (w1 - w0))
+        d0, h0, w0 = max(d0, 0), max(h0, 0), max(w0, 0)
+        d1, h1, w1 = min(d1, g["D"]), min(h1, g["H"]), min(w1, g["W"])
+        return float((d1 - d0) * (h1 - h0) * (w1 - w0))
+
+    for block in range(-(-g["OH"] // tile_h) * tiles_w):
+        oh0, ow0 = (block // tiles_w) * tile_h, (block % tiles_w) * tile_w
+        ih0, iw0 = oh0 * g["SH"] - g["PH"], ow0 * g["SW"] - g["PW"]
+        for plane in range(g["N"] * g["C"] * g["OD"]):
+            nc, od = divmod(plane, g["OD"])
+            id0 = od * g["SD"] - g["PD"]
+            acc = torch.full((slots["ROWS"], slots["BLOCK_W"], slots["OUT_H"], slots["OUT_W"]), pad)
+            for kd in range(g["KD"]):
+                depth = id0 + kd * g["DD"]
+                if not 0 <= depth < g["D"]:
+                    continue
+                patch = torch.full((in_h * in_w,), pad)
+                for k in range(in_h * in_w):
+                    ih, iw = ih0 + k // in_w, iw0 + k % in_w
+                    if 0 <= ih < g["H"] and 0 <= iw < g["W"]:
+                        patch[k] = x[nc, depth, ih, iw]
+                for ty in range(slots["ROWS"]):
+                    for tx in range(slots["BLOCK_W"]):
+                        for a in range(slots["OUT_H"]):
+                            for b in range(slots["OUT_W"]):
+                                r, s = ty + a * slots["ROWS"], tx + b * slots["BLOCK_W"]
+                                for kh in range(g["KH"]):
+                                    row = (r * g["SH"] + kh * g["DH"]) * in_w + s * g["SW"]
+                                    for kw in range(g["KW"]):
+                                        v = float(patch[row + kw * g["DW"]])
+                                        cur = float(acc[ty, tx, a, b])
+                                        acc[ty, tx, a, b] = (
+                                            (v if v > cur or v != v else cur) if is_max else cur + v
+                                        )
+            for ty in range(slots["ROWS"]):
+                for tx in range(slots["BLOCK_W"]):
+                    for a in range(slots["OUT_H"]):
+                        for b in range(slots["OUT_W"]):
+                            oh, ow = oh0 + ty + a * slots["ROWS"], ow0 + tx + b * slots["BLOCK_W"]
+                            if oh >= g["OH"] or ow >= g["OW"]:
+                                continue
+                            value = float(acc[ty, tx, a, b])
+                            if not is_max:
+                                value /= divisor(id0, oh * g["SH"] - g["PH"], ow * g["SW"] - g["PW"])
+                            y[nc, od, oh, ow] = value
+    return y.reshape(stage.out_shape)
+
+
+def test_the_pooling_kernels_tiles_give_torchs_pooling() -> None:
+    """The geometry pool.cu is generated with, emulated on the CPU, gives torch's pooling on every
+    output: 2D max with padding, dilation and ceil_mode, 3D average with count_include_pad off
+    and ceil_mode, 1D max as 2D of height 1, 2D average with a divisor_override."""
+    from agent.templates import recognize, trace_tasks
+    from agent.templates.plan import PoolStage
+
+    plan = recognize(trace_tasks([TASKS / "pools.py"])[0])  # type: ignore[arg-type]
+    assert isinstance(plan, Plan) and plan.family == "pooling"
+    pools = [s for s in plan.stages if isinstance(s, PoolStage)]
+    assert [(s.op, s.spatial) for s in pools] == [("max", 2), ("avg", 3), ("max", 2), ("avg", 2)]
+    torch.manual_seed(0)
+    F = torch.nn.functional
+    for stage, slots in zip(pools, [{"BLOCK_W": 32, "ROWS": 2, "OUT_W": 2, "OUT_H": 2}, {"BLOCK_W": 32, "ROWS": 1, "OUT_W": 1, "OUT_H": 4}] * 2, strict=True):  # fmt: skip
+        x = torch.randn(stage.x.shape)
+        x.view(-1)[5] = float("nan") if stage.op == "max" else 0.5  # a NaN wins a max window
+        for ceil_mode in (False, True):
+            if stage.op == "max":
+                pool = F.max_pool2d if stage.spatial == 2 else F.max_pool3d
+                want = pool(x, stage.kernel, stage.stride, stage.padding, stage.dilation, ceil_mode=ceil_mode)
+            else:
+                pool = F.avg_pool2d if stage.spatial == 2 else F.avg_pool3d
+                want = pool(x, stage.kernel, stage.stride, stage.padding, ceil_mode, stage.count_include_pad, stage.divisor or None)  # fmt: skip
+            if list(want.shape) == stage.out_shape:
+                break
+        assert list(want.shape) == stage.out_shape
+        torch.testing.assert_close(emulate_pool(x, stage, slots), want, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+@pytest.mark.slow
+def test_the_pooling_template_compiles_with_several_slot_settings(tmp_path: Path, build_cache: Path) -> None:
+    """Max and average pooling, 2D and 3D (and 1D as 2D), one with a ReLU epilogue, compile with
+    their slots varied."""
+    from agent.templates import recognize, trace_tasks
+
+    plan = recognize(trace_tasks([TASKS / "pools.py"])[0])  # type: ignore[arg-type]
+    assert isinstance(plan, Plan) and [family_of(s).name for s in plan.stages] == ["pool"] * 4
+    space = SlotSpace(plan)
+    base = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
+    workspace = Workspace.create(tmp_path / "ws", parse_task(TASKS / "pools.py"))
+    variants = [
+        {},
+        {"S0_BLOCK_W": 128, "S0_ROWS": 8, "S0_OUT_W": 1, "S1_OUT_H": 4, "S1_FAST": 1, "S3_BLOCK_W": 32},
+    ]
+    with open_sandbox("local", workspace=workspace.root, cache_dir=build_cache) as box:
+        for overrides in variants:
+            config = space.repair({**base, **overrides})
+            assert config is not None and space.valid(config)
+            for rel, text in instantiate(plan, config, tunable=space.tunable()).items():
+                target = workspace.root / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+            result = compile_solution(workspace, box, arch="sm_90", timeout=900)
+            assert result.ok, result.feedback()
+    source = (workspace.root / "kernels" / "s1_pool.cu").read_text()
+    assert "constexpr int64_t kCountIncludePad = 0LL;" in source and "constexpr int64_t kKD = 3LL;" in source
