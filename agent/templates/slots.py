@@ -194,12 +194,14 @@ class DecisionMaker:
 # outputs each (a 3 x 3 window's patch is 1.27 reads per output), down to what a wide window's
 # patch leaves room for in 48 KiB (level-1 problem 45: an 11 x 11 window, 64 x 1 threads).
 TILE_SHAPES = ((64, 4, 2, 2), (64, 4, 1, 1), (128, 2, 1, 1), (64, 2, 1, 1), (128, 1, 1, 1), (64, 1, 1, 1))
+# An output of height 1 (1D as 2D: level-1 problems 41 and 44) would leave all rows but one idle.
+ROW_TILE_SHAPES = ((128, 1, 4, 1), (128, 1, 2, 1), (128, 1, 1, 1), (64, 1, 1, 1))
 
 
 def tile_shape(stage: Stage) -> dict[str, int]:
-    """BLOCK_W, ROWS, OUT_W, OUT_H of the first tile in TILE_SHAPES whose input patch fits."""
+    """BLOCK_W, ROWS, OUT_W, OUT_H of the first tile whose input patch fits."""
     g = stage_constants(stage)
-    for block_w, rows, out_w, out_h in TILE_SHAPES:
+    for block_w, rows, out_w, out_h in ROW_TILE_SHAPES if g["OH"] == 1 else TILE_SHAPES:
         patch_h = (rows * out_h - 1) * g["SH"] + (g["KH"] - 1) * g["DH"] + 1
         patch_w = (block_w * out_w - 1) * g["SW"] + (g["KW"] - 1) * g["DW"] + 1
         if patch_h * patch_w * 4 <= 48 * 1024:

@@ -108,3 +108,20 @@ def test_each_slot_belongs_to_one_decision_maker(mixed_plan) -> None:
     assert dims == {"config", "memory", "compute", "reduction"}
     tune = json.loads(instantiate(mixed_plan, _space(mixed_plan)[1])["kernels/tune.json"])
     assert 0 < len(tune["params"]) <= 12
+
+
+def test_tiles_start_as_wide_as_the_window_lets_them_and_flat_for_1d() -> None:
+    """The direct tiled families start from the most threads and reuse whose input patch fits in
+    48 KiB; an output of height 1 (1D pooling as 2D) gets one row of threads, not four idle ones."""
+    from agent.templates import recognize, trace_tasks
+    from agent.templates.slots import tile_shape
+    from tests.templates.conftest import TASKS
+
+    plan = recognize(trace_tasks([TASKS / "pools.py"])[0])
+    assert isinstance(plan, Plan)
+    shapes = [tile_shape(s) for s in plan.stages]
+    assert shapes[0] == {"BLOCK_W": 64, "ROWS": 4, "OUT_W": 2, "OUT_H": 2}  # 2D max, 3 x 2 window
+    assert shapes[2]["ROWS"] == 1 and shapes[2]["OUT_H"] == 1  # max_pool1d: output height 1
+    space = SlotSpace(plan)
+    config = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
+    assert space.valid(config) and config["S2_ROWS"] == 1
