@@ -31,7 +31,7 @@ from agent.templates.plan import (
 
 Dimension = Literal["config", "memory", "compute", "reduction"]
 TEMPLATE_DIR = "templates"
-COMMON_HEADERS = ("tk_common.cuh", "reduce_acc.cuh", "tk_epilogue.cuh")
+COMMON_HEADERS = ("tk_common.cuh", "reduce_acc.cuh", "tk_epilogue.cuh", "tk_tile.cuh")
 IDENT = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
 REDUCE_OPS = {"sum": 0, "mean": 1, "max": 2, "min": 3, "prod": 4, "argmax": 5, "argmin": 6, "logsumexp": 7}
 

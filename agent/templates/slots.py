@@ -199,13 +199,13 @@ ROW_TILE_SHAPES = ((128, 1, 4, 1), (128, 1, 2, 1), (128, 1, 1, 1), (64, 1, 1, 1)
 
 
 def tile_shape(stage: Stage) -> dict[str, int]:
-    """BLOCK_W, ROWS, OUT_W, OUT_H of the first tile whose input patch fits."""
-    g = stage_constants(stage)
-    for block_w, rows, out_w, out_h in ROW_TILE_SHAPES if g["OH"] == 1 else TILE_SHAPES:
-        patch_h = (rows * out_h - 1) * g["SH"] + (g["KH"] - 1) * g["DH"] + 1
-        patch_w = (block_w * out_w - 1) * g["SW"] + (g["KW"] - 1) * g["DW"] + 1
-        if patch_h * patch_w * 4 <= 48 * 1024:
-            return {"BLOCK_W": block_w, "ROWS": rows, "OUT_W": out_w, "OUT_H": out_h}
+    """BLOCK_W, ROWS, OUT_W, OUT_H of the first tile the family's constraints allow (the patch fits)."""
+    constants = stage_constants(stage)
+    checks = [Expr(text) for text in family_of(stage).constraints]
+    for block_w, rows, out_w, out_h in ROW_TILE_SHAPES if constants["OH"] == 1 else TILE_SHAPES:
+        shape = {"BLOCK_W": block_w, "ROWS": rows, "OUT_W": out_w, "OUT_H": out_h}
+        if all(check.evaluate({**constants, **shape}) for check in checks):
+            return shape
     return {"BLOCK_W": 32, "ROWS": 1, "OUT_W": 1, "OUT_H": 1}
 
 

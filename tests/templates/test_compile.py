@@ -32,6 +32,29 @@ VARIANTS = [
 ]  # fmt: skip
 
 
+def compile_variants(
+    plan: Plan, task: Path, variants: list[dict[str, int]], tmp_path: Path, build_cache: Path
+) -> tuple[Path, list[dict[str, int]]]:
+    """`plan` instantiated with its first slot values changed by each variant (repaired into a
+    valid point) and built for real each time: the workspace's root and the configs built."""
+    space = SlotSpace(plan)
+    base = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
+    workspace = Workspace.create(tmp_path / "ws", parse_task(task))
+    built = []
+    with open_sandbox("local", workspace=workspace.root, cache_dir=build_cache) as box:
+        for overrides in variants:
+            config = space.repair({**base, **overrides})
+            assert config is not None and space.valid(config)
+            for rel, text in instantiate(plan, config, tunable=space.tunable()).items():
+                target = workspace.root / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+            result = compile_solution(workspace, box, arch="sm_90", timeout=900)
+            assert result.ok, result.feedback()
+            built.append(config)
+    return workspace.root, built
+
+
 @pytest.fixture(scope="module")
 def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("template-builds")
@@ -44,22 +67,8 @@ def test_every_template_compiles_with_several_slot_settings(
     assert {family_of(s).name for s in mixed_plan.stages} == {
         "gemm", "norm", "softmax", "reduce_col", "reduce_row", "ewise",
     }  # fmt: skip
-    space = SlotSpace(mixed_plan)
-    base = initial_config(space, default_makers(), Observation(plan=mixed_plan, gpu=DeviceLimits()))
-    workspace = Workspace.create(tmp_path / "ws", parse_task(TASKS / "mixed.py"))
-    seen: set[str] = set()
-    with open_sandbox("local", workspace=workspace.root, cache_dir=build_cache) as box:
-        for overrides in VARIANTS:
-            config = space.repair({**base, **overrides})
-            assert config is not None and space.valid(config)
-            seen.add(space.key(config))
-            files = instantiate(mixed_plan, config, tunable=space.tunable())
-            for rel, text in files.items():
-                target = workspace.root / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text)
-            result = compile_solution(workspace, box, arch="sm_90", timeout=900)
-            assert result.ok, result.feedback()
+    _, built = compile_variants(mixed_plan, TASKS / "mixed.py", VARIANTS, tmp_path, build_cache)
+    seen = {SlotSpace(mixed_plan).key(config) for config in built}
     assert len(seen) == len(VARIANTS)
 
 
@@ -95,25 +104,14 @@ def test_the_convolution_template_compiles_with_several_slot_settings(
     graph = trace_tasks([TASKS / "convs.py"])[0]
     plan = recognize(graph)  # type: ignore[arg-type]
     assert isinstance(plan, Plan) and [type(s) for s in plan.stages] == [ConvStage] * 3
-    space = SlotSpace(plan)
-    base = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
-    assert base["S0_ALGO"] == 0 and base["S0_MATH"] == int(torch.backends.cudnn.allow_tf32)  # as eager
-    workspace = Workspace.create(tmp_path / "ws", parse_task(TASKS / "convs.py"))
     variants = [
         {},
         {"S0_ALGO": 2, "S0_MATH": 0, "S0_EPI_VEC": 1, "S0_FAST": 1, "S1_ALGO": 3, "S2_EPI_BLOCK": 512},
     ]
-    with open_sandbox("local", workspace=workspace.root, cache_dir=build_cache) as box:
-        for overrides in variants:
-            config = space.repair({**base, **overrides})
-            assert config is not None and space.valid(config)
-            for rel, text in instantiate(plan, config, tunable=space.tunable()).items():
-                target = workspace.root / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text)
-            result = compile_solution(workspace, box, arch="sm_90", timeout=900)
-            assert result.ok, result.feedback()
-    source = (workspace.root / "kernels" / "s1_conv.cu").read_text()
+    root, built = compile_variants(plan, TASKS / "convs.py", variants, tmp_path, build_cache)
+    base = built[0]
+    assert base["S0_ALGO"] == 0 and base["S0_MATH"] == int(torch.backends.cudnn.allow_tf32)  # as eager
+    source = (root / "kernels" / "s1_conv.cu").read_text()
     assert "constexpr int kXDims[4] = {2, 8, 1, 33};" in source  # 1D as 2D of height 1
     assert "constexpr int kWDims[4] = {8, 6, 1, 5};" in source  # (C_in, C_out / groups, 1, k)
     assert "constexpr int64_t kTransposed = 1LL;" in source
@@ -201,24 +199,12 @@ def test_the_depthwise_template_compiles_with_several_slot_settings(
     plan = recognize(trace_tasks([TASKS / "depthwise.py"])[0])  # type: ignore[arg-type]
     assert isinstance(plan, Plan) and [family_of(s).name for s in plan.stages] == ["dwconv", "dwconv"]
     assert plan.family == "depthwise convolution"
-    space = SlotSpace(plan)
-    base = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
-    workspace = Workspace.create(tmp_path / "ws", parse_task(TASKS / "depthwise.py"))
     variants = [
         {},
         {"S0_BLOCK_W": 128, "S0_ROWS": 8, "S0_OUT_W": 4, "S0_OUT_H": 1, "S0_FAST": 1, "S1_OUT_W": 1},
     ]
-    with open_sandbox("local", workspace=workspace.root, cache_dir=build_cache) as box:
-        for overrides in variants:
-            config = space.repair({**base, **overrides})
-            assert config is not None and space.valid(config)
-            for rel, text in instantiate(plan, config, tunable=space.tunable()).items():
-                target = workspace.root / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text)
-            result = compile_solution(workspace, box, arch="sm_90", timeout=900)
-            assert result.ok, result.feedback()
-    source = (workspace.root / "kernels" / "s0_dwconv.cu").read_text()
+    root, _ = compile_variants(plan, TASKS / "depthwise.py", variants, tmp_path, build_cache)
+    source = (root / "kernels" / "s0_dwconv.cu").read_text()
     assert "constexpr int64_t kMult = 2LL;" in source and "constexpr int64_t kDW = 2LL;" in source
     assert "cudnnConvolutionForward" not in source and "dwconv_kernel<<<" in source
 
@@ -328,22 +314,10 @@ def test_the_pooling_template_compiles_with_several_slot_settings(tmp_path: Path
 
     plan = recognize(trace_tasks([TASKS / "pools.py"])[0])  # type: ignore[arg-type]
     assert isinstance(plan, Plan) and [family_of(s).name for s in plan.stages] == ["pool"] * 4
-    space = SlotSpace(plan)
-    base = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
-    workspace = Workspace.create(tmp_path / "ws", parse_task(TASKS / "pools.py"))
     variants = [
         {},
         {"S0_BLOCK_W": 128, "S0_ROWS": 8, "S0_OUT_W": 1, "S1_OUT_H": 4, "S1_FAST": 1, "S3_BLOCK_W": 32},
     ]
-    with open_sandbox("local", workspace=workspace.root, cache_dir=build_cache) as box:
-        for overrides in variants:
-            config = space.repair({**base, **overrides})
-            assert config is not None and space.valid(config)
-            for rel, text in instantiate(plan, config, tunable=space.tunable()).items():
-                target = workspace.root / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text)
-            result = compile_solution(workspace, box, arch="sm_90", timeout=900)
-            assert result.ok, result.feedback()
-    source = (workspace.root / "kernels" / "s1_pool.cu").read_text()
+    root, _ = compile_variants(plan, TASKS / "pools.py", variants, tmp_path, build_cache)
+    source = (root / "kernels" / "s1_pool.cu").read_text()
     assert "constexpr int64_t kCountIncludePad = 0LL;" in source and "constexpr int64_t kKD = 3LL;" in source

@@ -19,23 +19,17 @@ namespace {
 
 {{EPI}}
 
-constexpr int kTileH = ROWS * OUT_H;
-constexpr int kTileW = BLOCK_W * OUT_W;
-constexpr int kInTileH = (kTileH - 1) * (int)kSH + ((int)kKH - 1) * (int)kDH + 1;
-constexpr int kInTileW = (kTileW - 1) * (int)kSW + ((int)kKW - 1) * (int)kDW + 1;
-constexpr int64_t kTilesW = (kOW + kTileW - 1) / kTileW;
-constexpr int64_t kTilesH = (kOH + kTileH - 1) / kTileH;
-static_assert(kInTileH * kInTileW * 4 <= 48 * 1024, "the input patch must fit in static shared memory");
-static_assert(BLOCK_W * ROWS <= 1024, "at most 1024 threads per block");
+}  // namespace
+
+#include "tk_tile.cuh"
+
+namespace {
 
 __global__ void __launch_bounds__(BLOCK_W * ROWS)
     dwconv_kernel(tk::Ptrs P, const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y) {
   __shared__ float patch[kInTileH * kInTileW];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int tid = ty * BLOCK_W + tx;
-  const int64_t tile_h = blockIdx.x / kTilesW, tile_w = blockIdx.x % kTilesW;
-  const int64_t oh0 = tile_h * kTileH, ow0 = tile_w * kTileW;
-  const int64_t ih0 = oh0 * kSH - kPH, iw0 = ow0 * kSW - kPW;
+  const Tile tile = this_tile();
   for (int64_t plane = blockIdx.y; plane < kN * kCOut; plane += gridDim.y) {
     const int64_t n = plane / kCOut, c = plane % kCOut;
     const float* src = x + (n * kCIn + c / kMult) * kH * kW;
@@ -43,20 +37,17 @@ __global__ void __launch_bounds__(BLOCK_W * ROWS)
 #pragma unroll
     for (int k = 0; k < kKH * kKW; ++k) filter[k] = __ldg(w + c * kKH * kKW + k);
     __syncthreads();  // the previous plane's patch is no longer read
-    for (int k = tid; k < kInTileH * kInTileW; k += BLOCK_W * ROWS) {
-      const int64_t ih = ih0 + k / kInTileW, iw = iw0 + k % kInTileW;
-      patch[k] = (ih >= 0 && ih < kH && iw >= 0 && iw < kW) ? __ldg(src + ih * kW + iw) : 0.0f;
-    }
+    load_patch(patch, src, tile, 0.0f);
     __syncthreads();
     float* dst = y + plane * kOH * kOW;
 #pragma unroll
     for (int a = 0; a < OUT_H; ++a) {
       const int r = ty + a * ROWS;  // the output row within the tile
-      const int64_t oh = oh0 + r;
+      const int64_t oh = tile.oh0 + r;
 #pragma unroll
       for (int b = 0; b < OUT_W; ++b) {
         const int s = tx + b * BLOCK_W;  // the output column within the tile
-        const int64_t ow = ow0 + s;
+        const int64_t ow = tile.ow0 + s;
         if (oh >= kOH || ow >= kOW) continue;
         float acc = 0.0f;
 #pragma unroll
@@ -86,8 +77,6 @@ extern "C" cudaError_t {{NS}}_launch(const float* const* ins, void* const* outs,
   const float* x = ins[0] + kOffsetX;
   const float* w = ins[1] + kOffsetW;
   float* y = static_cast<float*>(outs[0]);
-  const int64_t planes = kN * kCOut;
-  const dim3 grid((unsigned)(kTilesH * kTilesW), (unsigned)(planes < 65535 ? planes : 65535));
-  dwconv_kernel<<<grid, dim3(BLOCK_W, ROWS), 0, stream>>>(P, x, w, y);
+  dwconv_kernel<<<tile_grid(kN * kCOut), dim3(BLOCK_W, ROWS), 0, stream>>>(P, x, w, y);
   return cudaGetLastError();
 }

@@ -21,15 +21,6 @@ namespace {
 
 {{EPI}}
 
-constexpr int kTileH = ROWS * OUT_H;
-constexpr int kTileW = BLOCK_W * OUT_W;
-constexpr int kInTileH = (kTileH - 1) * (int)kSH + ((int)kKH - 1) * (int)kDH + 1;
-constexpr int kInTileW = (kTileW - 1) * (int)kSW + ((int)kKW - 1) * (int)kDW + 1;
-constexpr int64_t kTilesW = (kOW + kTileW - 1) / kTileW;
-constexpr int64_t kTilesH = (kOH + kTileH - 1) / kTileH;
-static_assert(kInTileH * kInTileW * 4 <= 48 * 1024, "the input patch must fit in static shared memory");
-static_assert(BLOCK_W * ROWS <= 1024, "at most 1024 threads per block");
-
 // Max pooling ignores the padding (it never wins); average pooling counts it as zeros.
 __device__ __forceinline__ float pad_value() { return kMax ? -INFINITY : 0.0f; }
 
@@ -55,13 +46,16 @@ __device__ __forceinline__ float avg_divisor(int64_t d0, int64_t h0, int64_t w0)
   return (float)((d1 - d0) * (h1 - h0) * (w1 - w0));
 }
 
+}  // namespace
+
+#include "tk_tile.cuh"
+
+namespace {
+
 __global__ void __launch_bounds__(BLOCK_W * ROWS) pool_kernel(tk::Ptrs P, const float* __restrict__ x, float* __restrict__ y) {
   __shared__ float patch[kInTileH * kInTileW];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int tid = ty * BLOCK_W + tx;
-  const int64_t tile_h = blockIdx.x / kTilesW, tile_w = blockIdx.x % kTilesW;
-  const int64_t oh0 = tile_h * kTileH, ow0 = tile_w * kTileW;
-  const int64_t ih0 = oh0 * kSH - kPH, iw0 = ow0 * kSW - kPW;
+  const Tile tile = this_tile();
   for (int64_t plane = blockIdx.y; plane < kN * kC * kOD; plane += gridDim.y) {
     const int64_t nc = plane / kOD, od = plane % kOD;
     const int64_t id0 = od * kSD - kPD;
@@ -75,10 +69,7 @@ __global__ void __launch_bounds__(BLOCK_W * ROWS) pool_kernel(tk::Ptrs P, const 
       if (id < 0 || id >= kD) continue;  // a padding slice (the whole block's): adds 0, never wins
       const float* src = x + (nc * kD + id) * kH * kW;
       __syncthreads();  // the previous slice's patch is no longer read
-      for (int k = tid; k < kInTileH * kInTileW; k += BLOCK_W * ROWS) {
-        const int64_t ih = ih0 + k / kInTileW, iw = iw0 + k % kInTileW;
-        patch[k] = (ih >= 0 && ih < kH && iw >= 0 && iw < kW) ? __ldg(src + ih * kW + iw) : pad_value();
-      }
+      load_patch(patch, src, tile, pad_value());
       __syncthreads();
 #pragma unroll
       for (int a = 0; a < OUT_H; ++a) {
@@ -98,10 +89,10 @@ __global__ void __launch_bounds__(BLOCK_W * ROWS) pool_kernel(tk::Ptrs P, const 
     float* dst = y + plane * kOH * kOW;
 #pragma unroll
     for (int a = 0; a < OUT_H; ++a) {
-      const int64_t oh = oh0 + ty + a * ROWS;
+      const int64_t oh = tile.oh0 + ty + a * ROWS;
 #pragma unroll
       for (int b = 0; b < OUT_W; ++b) {
-        const int64_t ow = ow0 + tx + b * BLOCK_W;
+        const int64_t ow = tile.ow0 + tx + b * BLOCK_W;
         if (oh >= kOH || ow >= kOW) continue;
         float value = acc[a][b];
         if (!kMax) value /= avg_divisor(id0, oh * kSH - kPH, ow * kSW - kPW);
@@ -125,8 +116,6 @@ extern "C" cudaError_t {{NS}}_launch(const float* const* ins, void* const* outs,
 {{BIND_INPUTS}}
   const float* x = ins[0] + kOffsetX;
   float* y = static_cast<float*>(outs[0]);
-  const int64_t planes = kN * kC * kOD;
-  const dim3 grid((unsigned)(kTilesH * kTilesW), (unsigned)(planes < 65535 ? planes : 65535));
-  pool_kernel<<<grid, dim3(BLOCK_W, ROWS), 0, stream>>>(P, x, y);
+  pool_kernel<<<tile_grid(kN * kC * kOD), dim3(BLOCK_W, ROWS), 0, stream>>>(P, x, y);
   return cudaGetLastError();
 }
