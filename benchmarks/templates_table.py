@@ -3,7 +3,7 @@ and torch.compile, geomean, wall time and evaluations per task) and per template
 correct, fast_1 against torch.compile beyond the referee's noise band, best and median speedup, and
 where the candidate sits against the memory-bandwidth floor of the task).
 
-    python benchmarks/templates_table.py runs/batch/store.sqlite --kernelbench ../shared/kernelbench \
+    python benchmarks/templates_table.py runs/batch/store.sqlite [RERUN/store.sqlite ...] --kernelbench ../shared/kernelbench \
         --out benchmarks/results/templates_h200.md
 
 Each task's family is the template library's own (agent.templates: traced on meta tensors here, no
@@ -50,6 +50,7 @@ class TaskRow:
     floor_share: float | None = None  # memory floor / candidate time: 1.0 is at the floor
     wall_s: float = 0.0
     evaluations: int = 0
+    run: int = 1  # which of the stores given (1: the first) the row comes from
 
     @property
     def clean(self) -> bool:
@@ -76,6 +77,19 @@ def counted_attempts(store: Store) -> list[AttemptRecord]:
     unfinished = {(r.batch_key, r.item_key): r for r in store.attempts()}  # oldest first: the latest stays
     rest = [r for key, r in unfinished.items() if key not in counted]
     return sorted([*counted.values(), *rest], key=lambda r: r.attempt_id)
+
+
+def merge_runs(runs: list[list[TaskRow]]) -> list[TaskRow]:
+    """One row per task: a later run's finished row replaces an earlier run's (a rerun of some
+    tasks, e.g. with a larger budget or after a template changed); an unfinished one does not."""
+    merged: dict[tuple[int, str], TaskRow] = {}
+    for index, rows in enumerate(runs, start=1):
+        for row in rows:
+            row.run = index
+            key = (row.level, row.name)
+            if key not in merged or row.finished or not merged[key].finished:
+                merged[key] = row
+    return list(merged.values())
 
 
 def load_rows(store_path: Path, kernelbench: Path) -> list[TaskRow]:
@@ -200,8 +214,8 @@ def family_table(rows: list[TaskRow]) -> list[str]:
 
 def task_table(rows: list[TaskRow]) -> list[str]:
     lines = [
-        "| task | family | verdict | flags | vs eager | vs compile | faster than compile | of the floor | evaluations | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| task | family | verdict | flags | vs eager | vs compile | faster than compile | of the floor | evaluations | wall s | run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in sorted(rows, key=lambda r: (r.level, int(r.name.split("_")[0]))):
         if not r.family:
@@ -210,7 +224,7 @@ def task_table(rows: list[TaskRow]) -> list[str]:
         lines.append(
             f"| L{r.level} {r.name} | {r.family} | {verdict} | {', '.join(r.flags) or '-'} | {fmt(r.eager)} "
             f"| {fmt(r.compile)} | {'yes' if r.faster_compile else 'no'} "
-            f"| {fmt(100 * r.floor_share if r.floor_share else None, '%')} | {r.evaluations} | {r.wall_s:.0f} |"
+            f"| {fmt(100 * r.floor_share if r.floor_share else None, '%')} | {r.evaluations} | {r.wall_s:.0f} | {r.run} |"
         )
     return lines
 
@@ -219,7 +233,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("store", type=Path, help="the batch's store.sqlite")
+    parser.add_argument(
+        "stores",
+        type=Path,
+        nargs="+",
+        metavar="store",
+        help="the batch's store.sqlite; more stores (later runs of some tasks) replace its rows for the tasks they finished",
+    )
     parser.add_argument(
         "--kernelbench", type=Path, required=True, help="the task folders (levelN/) the batch ran"
     )
@@ -229,11 +249,12 @@ def main() -> int:
     )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    if not args.store.is_file():
-        raise SystemExit(f"{args.store}: no such store (the batch's OUT/store.sqlite)")
+    for store in args.stores:
+        if not store.is_file():
+            raise SystemExit(f"{store}: no such store (the batch's OUT/store.sqlite)")
 
     try:
-        rows = load_rows(args.store, args.kernelbench)
+        rows = merge_runs([load_rows(store, args.kernelbench) for store in args.stores])
     except StoreError as exc:
         raise SystemExit(str(exc)) from None
     levels = sorted({r.level for r in rows})
@@ -243,7 +264,12 @@ def main() -> int:
         f"# {args.title}",
         "",
         f"- made: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')} by "
-        f"`python benchmarks/templates_table.py {args.store.name} --kernelbench {args.kernelbench}`",
+        f"`python benchmarks/templates_table.py {' '.join(s.name for s in args.stores)} --kernelbench {args.kernelbench}`",
+        *(
+            f"- run {i}: `{store.name}`, {sum(r.run == i for r in rows)} of the rows below"
+            for i, store in enumerate(args.stores, start=1)
+            if len(args.stores) > 1
+        ),
         *(f"- {note}" for note in args.note),
         f"- tasks in the store: {len(rows)}; finished {len(rows) - len(unfinished)}; still running when the "
         f"store was copied: {len(unfinished)} ({', '.join(f'L{r.level} {r.name}' for r in unfinished) or 'none'})",

@@ -199,14 +199,31 @@ ROW_TILE_SHAPES = ((128, 1, 4, 1), (128, 1, 2, 1), (128, 1, 1, 1), (64, 1, 1, 1)
 
 
 def tile_shape(stage: Stage) -> dict[str, int]:
-    """BLOCK_W, ROWS, OUT_W, OUT_H of the first tile the family's constraints allow (the patch fits)."""
+    """BLOCK_W, ROWS, OUT_W, OUT_H of the first tile the family's constraints allow (the patch
+    fits) among those that cover the output best: a tile wider than the output leaves threads idle
+    and loads a patch nobody reads (level-1 problem 43, 64 x 64 outputs a plane: 8 x 128 tiles
+    would idle half the block)."""
     constants = stage_constants(stage)
     checks = [Expr(text) for text in family_of(stage).constraints]
+    fitting = []
     for block_w, rows, out_w, out_h in ROW_TILE_SHAPES if constants["OH"] == 1 else TILE_SHAPES:
         shape = {"BLOCK_W": block_w, "ROWS": rows, "OUT_W": out_w, "OUT_H": out_h}
         if all(check.evaluate({**constants, **shape}) for check in checks):
-            return shape
-    return {"BLOCK_W": 32, "ROWS": 1, "OUT_W": 1, "OUT_H": 1}
+            fitting.append(shape)
+    if not fitting:
+        return {"BLOCK_W": 32, "ROWS": 1, "OUT_W": 1, "OUT_H": 1}
+    best = max(tile_coverage(constants, shape) for shape in fitting)
+    return next(shape for shape in fitting if tile_coverage(constants, shape) >= TILE_COVERAGE_SLACK * best)
+
+
+TILE_COVERAGE_SLACK = 0.9  # within 10% of the best coverage, the earlier (more reuse) tile wins
+
+
+def tile_coverage(constants: dict[str, int], shape: dict[str, int]) -> float:
+    """The share of a tiling's outputs that are real: 1.0 when the tiles divide the output."""
+    tile_h, tile_w = shape["ROWS"] * shape["OUT_H"], shape["BLOCK_W"] * shape["OUT_W"]
+    oh, ow = constants["OH"], constants["OW"]
+    return (oh / (-(-oh // tile_h) * tile_h)) * (ow / (-(-ow // tile_w) * tile_w))
 
 
 class ConfigAgent(DecisionMaker):

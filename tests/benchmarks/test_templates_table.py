@@ -85,3 +85,21 @@ def test_a_resumed_batch_counts_each_task_once(tmp_path) -> None:
     with Store(path, readonly=True) as store:
         counted = [(r.task_name, r.status, r.wall_s) for r in tt.counted_attempts(store)]
     assert counted == [("1_A", "done", 1.0), ("3_C", "abandoned", 0.0), ("2_B", "done", 2.0)]
+
+
+def test_a_rerun_replaces_the_tasks_it_finished_and_no_others() -> None:
+    """Rows of a later store (a rerun of some tasks) replace the first store's for the tasks it
+    finished; a task it left unfinished keeps its earlier result, and each row says its run."""
+    first = [
+        row("pooling", result("correct", 1.2, 0.9)),
+        tt.TaskRow(level=1, name="2_softmax", family="softmax", finished=True),
+        tt.TaskRow(level=1, name="3_reduction", family="reduction", finished=True),
+    ]
+    rerun_pool = row("pooling", result("correct", 2.0, 1.6))
+    rerun_softmax = tt.TaskRow(level=1, name="2_softmax", family="softmax", finished=False)
+    merged = {r.name: r for r in tt.merge_runs([first, [rerun_pool, rerun_softmax]])}
+    assert len(merged) == 3
+    assert merged["1_pooling"] is rerun_pool and merged["1_pooling"].run == 2
+    assert merged["1_pooling"].faster_compile
+    assert merged["2_softmax"].finished and merged["2_softmax"].run == 1
+    assert merged["3_reduction"].run == 1
