@@ -1,7 +1,8 @@
 """`TemplatePolicy`: a `Model` that needs no API key. It answers the loop with tool calls in the
-loop's own vocabulary: write_file for every file of an instantiated template, compile, verify,
-profile; then, candidate after candidate, the files that the slot agents' next proposal changes
-with compile and profile in one turn; finally the best candidate's files back and submit. It
+loop's own vocabulary: write_file for every file of an instantiated template and compile, then
+profile (which verifies before it times: a separate verify would judge the first candidate's
+correctness twice); then, candidate after candidate, the files that the slot agents' next proposal
+changes with compile and profile in one turn; finally the best candidate's files back and submit. It
 reads only the tool results the loop hands it, so every candidate is judged by the referee
 like any model's, and it costs no tokens.
 """
@@ -161,9 +162,8 @@ class TemplatePolicy:
             return self._submit(offered, note="tuned with the tune tool")
         if last is not None and last.proposal is not None:
             outcome = self._outcome(results, offered)
-            if outcome is None:
-                ahead = "verify" if last.kind == "build" and "verify" in offered else "profile"
-                return self._turn(ahead if ahead in offered else "verify", last.proposal)
+            if outcome is None:  # it compiled: judge it (profile verifies, then times)
+                return self._turn("profile" if "profile" in offered else "verify", last.proposal)
             self.search.record(last.proposal, outcome)
             self.by_hash[self._hash(last.proposal)] = outcome
             if self.dry_run:
@@ -173,8 +173,9 @@ class TemplatePolicy:
         while (proposal := self.search.next()) is not None:
             known = self.by_hash.get(self._hash(proposal))
             if known is None:
-                # The first candidate is compiled, verified and profiled in turns of their own;
-                # later ones are written, compiled and profiled in one turn.
+                # The first candidate is compiled in a turn of its own, so a template that does
+                # not build is seen before anything is judged; later ones are written, compiled
+                # and profiled in one turn.
                 judge = proposal.maker not in ("initial", "fallback") and "profile" in offered
                 return self._build(proposal, judge=judge)
             self.search.record(proposal, known)  # identical sources: judged once
