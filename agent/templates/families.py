@@ -23,6 +23,7 @@ from agent.templates.plan import (
     PoolStage,
     Program,
     ReduceStage,
+    ScanStage,
     SoftmaxStage,
     Stage,
     View,
@@ -142,6 +143,17 @@ FAMILIES: dict[str, Family] = {
             "VEC == 1 or (D % VEC == 0 and CAN_VEC >= VEC)",
             "ALGO != 2 or (BLOCK // 32 if STRATEGY == 0 else 1) * D * 4 <= max_shared_optin - 4096",
         ),
+    ),
+    "scan": Family(
+        "scan",
+        "scan.cu",
+        (
+            _BLOCK,
+            SlotDecl("ITEMS", (4, 8, 16), "memory", "consecutive elements per thread and chunk"),
+            _VEC,
+            _FAST,
+        ),
+        ("VEC == 1 or (D % VEC == 0 and CAN_VEC >= VEC)", "ITEMS % VEC == 0"),
     ),
     "norm": Family(
         "norm",
@@ -275,7 +287,7 @@ def stage_constants(stage: Stage, *, allow_tf32: bool = False) -> dict[str, int]
             "CAN_VEC": _can_vec(stage.src),
             "ATOMIC_OK": atomic_ok,
         }
-    if isinstance(stage, SoftmaxStage):
+    if isinstance(stage, SoftmaxStage | ScanStage):
         return {"ROWS": stage.rows, "D": stage.d, "CAN_VEC": _can_vec(stage.src, stage.epilogue)}
     if isinstance(stage, NormStage):
         return {
@@ -453,6 +465,8 @@ def render_stage(stage: Stage, values: dict[str, int], *, sm_count: int) -> str:
             }  # fmt: skip
         elif isinstance(stage, SoftmaxStage):
             common |= {"kRows": stage.rows, "kD": stage.d, "kLog": int(stage.log)}
+        elif isinstance(stage, ScanStage):
+            common |= {"kRows": stage.rows, "kD": stage.d, "kProd": int(stage.op == "prod")}
         else:
             nepi = len(stage.epilogue.operands) if stage.epilogue else 0
             weight = nsrc + nepi if stage.weight is not None else -1

@@ -1,6 +1,6 @@
 """Fold elementwise groups into the stages around them, so a chain costs one pass over memory.
 
-- prologue: a group whose only output only feeds a reduction, softmax or norm is computed
+- prologue: a group whose only output only feeds a reduction, softmax, scan or norm is computed
   inside that stage's loads (MSE: sub, pow, then mean reads both inputs once);
 - epilogue: a group that is the only reader of a producer's output, in its index space, is
   applied where the producer writes (GEMM and convolution: one in-place pass after cuBLAS or
@@ -23,19 +23,21 @@ from agent.templates.plan import (
     PoolStage,
     Program,
     ReduceStage,
+    ScanStage,
     SoftmaxStage,
     Stage,
     View,
     numel,
 )
 
-Producer = GemmStage | ConvStage | ReduceStage | SoftmaxStage | NormStage | PoolStage
+Producer = GemmStage | ConvStage | ReduceStage | SoftmaxStage | ScanStage | NormStage | PoolStage
 FAMILIES = {
     "ewise": "elementwise",
     "gemm": "gemm",
     "conv": "convolution",
     "reduce": "reduction",
     "softmax": "softmax",
+    "scan": "scan",
     "norm": "normalization",
     "pool": "pooling",
 }
@@ -85,7 +87,9 @@ def _producers(plan: Plan) -> dict[str, int]:
 def _prologue(plan: Plan) -> bool:
     uses, where = _uses(plan), _producers(plan)
     for stage in plan.stages:
-        if not isinstance(stage, ReduceStage | SoftmaxStage | NormStage) or stage.src.fns != ["copy"]:
+        if not isinstance(stage, ReduceStage | SoftmaxStage | ScanStage | NormStage) or stage.src.fns != [
+            "copy"
+        ]:
             continue
         view = stage.src.operands[0].view
         source = plan.stages[where[view.buf]] if view.buf in where else None

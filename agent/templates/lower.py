@@ -1,8 +1,8 @@
 """Producer operators -> stages: GEMMs (mm, bmm, addmm), convolutions (1-3D, transposed,
 grouped), reductions over one block of dimensions
 (sum, mean, max, min, prod, argmax, argmin, logsumexp, vector norms), softmax and log-softmax
-over the last dimension, layer, group, instance and batch normalization, and max and average
-pooling."""
+and cumsum and cumprod over the last dimension, layer, group, instance and batch normalization,
+and max and average pooling."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from agent.templates.plan import (
     Program,
     ReduceOp,
     ReduceStage,
+    ScanStage,
     SoftmaxStage,
     View,
     numel,
@@ -62,6 +63,8 @@ def lower_producer(b: Builder, node: OpNode, kind: str) -> list[Any]:
         return _reduce(b, node)
     if kind == "softmax":
         return _softmax(b, node)
+    if kind == "scan":
+        return _scan(b, node)
     if kind == "pool":
         return _pool(b, node)
     return _norm(b, node)
@@ -336,6 +339,30 @@ def _softmax(b: Builder, node: OpNode) -> list[Any]:
         SoftmaxStage(
             name=f"s{len(b.stages)}",
             log=node.name.startswith("_log") or node.name == "log_softmax",
+            src=copy_program(x),
+            rows=numel(x.shape) // max(d, 1),
+            d=d,
+            out=out.buf,
+            ops=[node.name],
+        )
+    )
+    return [out]
+
+
+def _scan(b: Builder, node: OpNode) -> list[Any]:
+    """aten.cumsum / aten.cumprod(x, dim, dtype=None) along the last dimension: a ScanStage."""
+    x = b.tensor(b.value(node.args[0]))
+    dim = int(_arg(node, b, 1, "dim")) % max(len(x.shape), 1)
+    if numel(x.shape[dim + 1 :]) != 1:
+        raise Uncovered(f"{node.name} over dimension {dim} of {x.shape} (only the last is covered)")
+    meta = node.outputs[0]
+    assert meta is not None
+    out = b.new_output(meta.shape)
+    d = x.shape[dim] if x.shape else 1
+    b.add_stage(
+        ScanStage(
+            name=f"s{len(b.stages)}",
+            op="sum" if node.name.startswith("cumsum") else "prod",
             src=copy_program(x),
             rows=numel(x.shape) // max(d, 1),
             d=d,

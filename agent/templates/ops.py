@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 OpClass = Literal[
-    "ewise", "view", "identity", "side_effect", "gemm", "conv", "reduce", "softmax", "norm", "pool"
+    "ewise", "view", "identity", "side_effect", "gemm", "conv", "reduce", "softmax", "scan", "norm", "pool"
 ]
 
 # Unary: (x, params) -> CUDA expression. `params` are the operator's scalar arguments by name.
@@ -180,6 +180,7 @@ REDUCE_OPS = frozenset(
     ]
 )
 SOFTMAX_OPS = _names("_softmax _log_softmax _safe_softmax softmax log_softmax")
+SCAN_OPS = _names("cumsum cumprod")
 NORM_OPS = _names("native_layer_norm native_group_norm native_batch_norm")
 LOSS_OPS = _names("smooth_l1_loss mse_loss l1_loss")
 POOL_OPS = _names("max_pool2d_with_indices max_pool3d_with_indices avg_pool2d avg_pool3d")
@@ -203,6 +204,8 @@ def classify(name: str, overload: str) -> OpClass | None:
         return "ewise"  # torch.max(a, b) is elementwise
     if name in SOFTMAX_OPS:
         return "softmax"
+    if name in SCAN_OPS:
+        return "scan"
     if name in NORM_OPS:
         return "norm"
     base = name.rstrip("_") if name.endswith("_") and not name.startswith("_") else name

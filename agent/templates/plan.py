@@ -6,8 +6,8 @@ walked in row-major order by a flat index i): its operands are views read at i (
 view is contiguous in that space, `scalar`: one element, `general`: coordinates times strides),
 its instructions are the library's elementwise functions (ops.UNARY / ops.BINARY).
 
-Stages run in order; each is one template family: ewise, gemm, conv, reduce, softmax, norm, pool.
-Reductions, softmax and norms read their input through a `src` program (a fused prologue) and
+Stages run in order; each is one template family: ewise, gemm, conv, reduce, softmax, scan, norm,
+pool. Reductions, softmax, scans and norms read their input through a `src` program (a fused prologue) and
 write through an optional `epilogue`; a GEMM's or a convolution's is an in-place elementwise pass.
 """
 
@@ -167,6 +167,17 @@ class SoftmaxStage(_Stage):
     epilogue: Program | None = None
 
 
+class ScanStage(_Stage):
+    """An inclusive running sum (cumsum) or product (cumprod) along the last dimension: rows of d."""
+
+    kind: Literal["scan"] = "scan"
+    op: Literal["sum", "prod"]
+    src: Program
+    rows: int
+    d: int
+    epilogue: Program | None = None
+
+
 class NormStage(_Stage):
     kind: Literal["norm"] = "norm"
     src: Program
@@ -202,7 +213,7 @@ class PoolStage(_Stage):
 
 
 Stage = Annotated[
-    EwiseStage | GemmStage | ConvStage | ReduceStage | SoftmaxStage | NormStage | PoolStage,
+    EwiseStage | GemmStage | ConvStage | ReduceStage | SoftmaxStage | ScanStage | NormStage | PoolStage,
     Field(discriminator="kind"),
 ]
 

@@ -31,6 +31,7 @@ from agent.templates.plan import (
     Plan,
     PoolStage,
     ReduceStage,
+    ScanStage,
     SoftmaxStage,
     Stage,
     numel,
@@ -239,7 +240,7 @@ class ConfigAgent(DecisionMaker):
             return tile_shape(obs.stage(slot.stage))[slot.local]
         if isinstance(stage, ReduceStage) and stage.inner == 1:
             return _nearest(slot, 128 if stage.r <= 256 else 256 if stage.r <= 4096 else 512)
-        if isinstance(stage, SoftmaxStage):
+        if isinstance(stage, SoftmaxStage | ScanStage):
             return _nearest(slot, 128 if stage.d <= 1024 else 512 if stage.d >= 8192 else 256)
         if isinstance(stage, NormStage):
             count = stage.outer * stage.inner
@@ -251,6 +252,8 @@ class MemoryAgent(DecisionMaker):
     dimension = "memory"
 
     def initial(self, slot: Slot, obs: Observation) -> int:
+        if slot.local == "ITEMS":  # a scan's elements per thread: two float4 loads in flight
+            return _nearest(slot, 8)
         # The widest vector the operands allow; repair() lowers it when a size does not divide.
         can = stage_constants(obs.stage(slot.stage)).get("CAN_VEC", 1)
         return _nearest(slot, can)

@@ -20,7 +20,7 @@ from agent.build.compile import CompileResult
 from agent.cli.batch import register
 from agent.workspace import Workspace
 from tests.batch.helpers import fake_config, fake_evaluator, make_tasks, read_log
-from tests.templates.test_cli import CUMSUM_TASK
+from tests.templates.test_cli import UNCOVERED_TASK
 
 app = typer.Typer()
 register(app)
@@ -45,7 +45,7 @@ def test_batch_runs_the_template_policy_per_task_and_records_what_it_does_not_co
 ) -> None:
     monkeypatch.setattr(agent.tools.pipeline, "compile_solution", fake_build)
     tasks = make_tasks(tmp_path / "tasks", {1: ["1_Relu"]})  # torch.relu: the elementwise template
-    (tasks / "level1" / "2_Cumsum.py").write_text(CUMSUM_TASK)  # a scan: not in the library
+    (tasks / "level1" / "2_ReverseCumsum.py").write_text(UNCOVERED_TASK)  # flip: not in the library
     log = tmp_path / "judged.jsonl"
     config = fake_config(
         tmp_path, tasks, None, model="templates", gpus=["0"], evals_per_gpu=1, concurrency=2,
@@ -62,7 +62,7 @@ def test_batch_runs_the_template_policy_per_task_and_records_what_it_does_not_co
 
     with Store(config.store) as store:
         results = {r.task_name: r for r in store.results()}
-    relu, cumsum = results["1_Relu"], results["2_Cumsum"]
+    relu, uncovered = results["1_Relu"], results["2_ReverseCumsum"]
     assert relu.status == "done" and relu.verdict == "correct" and relu.usd == 0 and relu.tokens == 0
     solution = Path(relu.solution_path or "")
     assert (solution / "kernels" / "s0_ewise.cu").is_file()  # the policy's instantiated template
@@ -73,18 +73,18 @@ def test_batch_runs_the_template_policy_per_task_and_records_what_it_does_not_co
         "1_Relu" in e["solution"] for e in judged
     )  # profile, later candidates, submit
     # Not covered: a done attempt (not redone, not an error) with the library's reason, no agent run.
-    assert cumsum.status == "done" and cumsum.verdict is None and cumsum.transcript_path is None
-    assert cumsum.error == "not covered by the template library: operators not covered: cumsum"
+    assert uncovered.status == "done" and uncovered.verdict is None and uncovered.transcript_path is None
+    assert uncovered.error == "not covered by the template library: operators not covered: flip"
 
     report = CliRunner().invoke(app, ["report", str(config.out), "--candidates", "--wide"])
     assert report.exit_code == 0, report.output
     assert "agent (model templates)" in report.output
     [relu_row] = [line.split() for line in report.output.splitlines() if " 1_Relu " in line]
     assert relu_row[2:4] == ["sample_0", "correct"]
-    [cumsum_row] = [line for line in report.output.splitlines() if " 2_Cumsum " in line]
-    assert cumsum_row.split()[3] == "done"
-    assert "not covered by the template library: operators not covered: cumsum" in cumsum_row
-    assert "operators not covered: cumsum" in (config.out / "report.md").read_text()
+    [uncovered_row] = [line for line in report.output.splitlines() if " 2_ReverseCumsum " in line]
+    assert uncovered_row.split()[3] == "done"
+    assert "not covered by the template library: operators not covered: flip" in uncovered_row
+    assert "operators not covered: flip" in (config.out / "report.md").read_text()
 
 
 def test_the_batch_command_takes_templates_as_a_model_without_any_key(

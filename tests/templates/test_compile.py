@@ -321,3 +321,76 @@ def test_the_pooling_template_compiles_with_several_slot_settings(tmp_path: Path
     root, _ = compile_variants(plan, TASKS / "pools.py", variants, tmp_path, build_cache)
     source = (root / "kernels" / "s1_pool.cu").read_text()
     assert "constexpr int64_t kCountIncludePad = 0LL;" in source and "constexpr int64_t kKD = 3LL;" in source
+
+
+def emulate_scan(row: torch.Tensor, *, block: int, items: int, prod: bool) -> torch.Tensor:
+    """scan.cu's algorithm for one row, lane by lane: chunks of block * items elements, each
+    thread's items scanned in registers, the lanes' totals scanned by shuffles (Hillis-Steele),
+    the warps' totals scanned by the first warp, each thread's prefix from the carry of the earlier
+    chunks, the earlier warps and the earlier lanes; past the row, the identity."""
+
+    def combine(a: float, b: float) -> float:
+        return a * b if prod else a + b
+
+    def warp_scan(values: list[float]) -> list[float]:
+        v = list(values)
+        offset = 1
+        while offset < 32:
+            v = [combine(v[lane - offset], v[lane]) if lane >= offset else v[lane] for lane in range(32)]
+            offset *= 2
+        return v
+
+    identity, d, warps = (1.0 if prod else 0.0), row.numel(), block // 32
+    values, out, carry = row.tolist(), [0.0] * row.numel(), 1.0 if prod else 0.0
+    for c0 in range(0, d, block * items):
+        x = [
+            [values[c] if c < d else identity for c in range(c0 + t * items, c0 + (t + 1) * items)]
+            for t in range(block)
+        ]
+        for t in range(block):
+            for k in range(1, items):
+                x[t][k] = combine(x[t][k - 1], x[t][k])
+        inclusive = [s for w in range(warps) for s in warp_scan([x[w * 32 + lane][-1] for lane in range(32)])]
+        totals = warp_scan([inclusive[w * 32 + 31] for w in range(warps)] + [identity] * (32 - warps))[:warps]
+        for t in range(block):
+            warp, lane = divmod(t, 32)
+            prefix = combine(carry, totals[warp - 1]) if warp > 0 else carry
+            if lane > 0:
+                prefix = combine(prefix, inclusive[t - 1])
+            for k in range(items):
+                if c0 + t * items + k < d:
+                    out[c0 + t * items + k] = combine(prefix, x[t][k])
+        carry = combine(carry, totals[-1])
+    return torch.tensor(out, dtype=torch.float64)
+
+
+@pytest.mark.parametrize(("block", "items", "d"), [(64, 4, 1000), (32, 8, 37), (128, 16, 4096), (96, 4, 385)])
+def test_the_scan_kernels_chunks_give_torchs_cumsum_and_cumprod(block: int, items: int, d: int) -> None:
+    """The chunked block scan of scan.cu, emulated lane by lane, is torch's cumsum and cumprod:
+    rows cut by the chunks, a last chunk past the row's end, blocks of one warp and of several."""
+    torch.manual_seed(0)
+    row = torch.randn(d, dtype=torch.float64)
+    torch.testing.assert_close(emulate_scan(row, block=block, items=items, prod=False), torch.cumsum(row, 0))
+    factors = torch.rand(d, dtype=torch.float64) * 0.2 + 0.9
+    torch.testing.assert_close(
+        emulate_scan(factors, block=block, items=items, prod=True), torch.cumprod(factors, 0)
+    )
+
+
+@pytest.mark.slow
+def test_the_scan_template_compiles_with_several_slot_settings(tmp_path: Path, build_cache: Path) -> None:
+    """cumsum with a fused prologue, cumprod with a fused epilogue, and a row no vector divides
+    compile with their slots varied."""
+    from agent.templates import recognize, trace_tasks
+
+    plan = recognize(trace_tasks([TASKS / "scans.py"])[0])  # type: ignore[arg-type]
+    assert isinstance(plan, Plan) and [family_of(s).name for s in plan.stages] == ["scan"] * 3
+    assert plan.stages[0].ops == ["mul", "cumsum"] and plan.stages[1].ops == ["cumprod", "tanh"]
+    variants = [
+        {},
+        {"S0_BLOCK": 1024, "S0_ITEMS": 16, "S0_VEC": 2, "S1_ITEMS": 4, "S1_FAST": 1, "S2_BLOCK": 32},
+    ]
+    root, built = compile_variants(plan, TASKS / "scans.py", variants, tmp_path, build_cache)
+    assert built[1]["S0_ITEMS"] == 16 and built[0]["S2_VEC"] == 1  # 37 elements a row: no vectors
+    source = (root / "kernels" / "s1_scan.cu").read_text()
+    assert "constexpr int64_t kProd = 1LL;" in source and "constexpr int64_t kD = 64LL;" in source

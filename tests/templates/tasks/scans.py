@@ -1,0 +1,22 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """The scans the `scan` template lowers (small sizes: for the tests): a cumsum with a fused
+    prologue, a cumprod with a fused epilogue over the last of three dimensions, and a cumsum whose
+    row length no vector width divides."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor):
+        a = torch.cumsum(x * 0.5, dim=1)
+        b = torch.tanh(torch.cumprod(y, dim=-1))
+        c = torch.cumsum(z, dim=1)
+        return a, b, c
+
+
+def get_inputs():
+    return [torch.randn(4, 1000), torch.rand(3, 5, 64) + 0.5, torch.randn(6, 37)]
+
+
+def get_init_inputs():
+    return []
