@@ -466,7 +466,9 @@ def render_stage(stage: Stage, values: dict[str, int], *, sm_count: int) -> str:
         elif isinstance(stage, SoftmaxStage):
             common |= {"kRows": stage.rows, "kD": stage.d, "kLog": int(stage.log)}
         elif isinstance(stage, ScanStage):
-            common |= {"kRows": stage.rows, "kD": stage.d, "kProd": int(stage.op == "prod")}
+            common |= {
+                "kRows": stage.rows, "kD": stage.d, "kProd": int(stage.op == "prod"), "kReverse": int(stage.reverse),
+            }  # fmt: skip
         else:
             nepi = len(stage.epilogue.operands) if stage.epilogue else 0
             weight = nsrc + nepi if stage.weight is not None else -1

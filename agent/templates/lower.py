@@ -350,8 +350,14 @@ def _softmax(b: Builder, node: OpNode) -> list[Any]:
 
 
 def _scan(b: Builder, node: OpNode) -> list[Any]:
-    """aten.cumsum / aten.cumprod(x, dim, dtype=None) along the last dimension: a ScanStage."""
-    x = b.tensor(b.value(node.args[0]))
+    """aten.cumsum / aten.cumprod(x, dim, dtype=None) along the last dimension: a ScanStage. Of a
+    flipped x (recognize.Flipped) it scans x from each row's end, and its result is flipped: the
+    flip after it undoes that."""
+    from agent.templates.recognize import Flipped
+
+    value = b.value(node.args[0])
+    flipped = isinstance(value, Flipped)
+    x = value.inner if isinstance(value, Flipped) and value.inner is not None else b.tensor(value)
     dim = int(_arg(node, b, 1, "dim")) % max(len(x.shape), 1)
     if numel(x.shape[dim + 1 :]) != 1:
         raise Uncovered(f"{node.name} over dimension {dim} of {x.shape} (only the last is covered)")
@@ -363,14 +369,15 @@ def _scan(b: Builder, node: OpNode) -> list[Any]:
         ScanStage(
             name=f"s{len(b.stages)}",
             op="sum" if node.name.startswith("cumsum") else "prod",
+            reverse=flipped,
             src=copy_program(x),
             rows=numel(x.shape) // max(d, 1),
             d=d,
             out=out.buf,
-            ops=[node.name],
+            ops=["flip", node.name] if flipped else [node.name],
         )
     )
-    return [out]
+    return [Flipped(why="a flipped tensor (flip: read only by a scan)", inner=out) if flipped else out]
 
 
 def _param_view(b: Builder, value: Any) -> View | None:

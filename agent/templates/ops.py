@@ -9,7 +9,18 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 OpClass = Literal[
-    "ewise", "view", "identity", "side_effect", "gemm", "conv", "reduce", "softmax", "scan", "norm", "pool"
+    "ewise",
+    "view",
+    "identity",
+    "side_effect",
+    "gemm",
+    "conv",
+    "reduce",
+    "softmax",
+    "scan",
+    "flip",
+    "norm",
+    "pool",
 ]
 
 # Unary: (x, params) -> CUDA expression. `params` are the operator's scalar arguments by name.
@@ -206,6 +217,8 @@ def classify(name: str, overload: str) -> OpClass | None:
         return "softmax"
     if name in SCAN_OPS:
         return "scan"
+    if name == "flip":
+        return "flip"
     if name in NORM_OPS:
         return "norm"
     base = name.rstrip("_") if name.endswith("_") and not name.startswith("_") else name

@@ -168,10 +168,12 @@ class SoftmaxStage(_Stage):
 
 
 class ScanStage(_Stage):
-    """An inclusive running sum (cumsum) or product (cumprod) along the last dimension: rows of d."""
+    """An inclusive running sum (cumsum) or product (cumprod) along the last dimension: rows of d;
+    `reverse` runs it from each row's end (a cumsum between two flips)."""
 
     kind: Literal["scan"] = "scan"
     op: Literal["sum", "prod"]
+    reverse: bool = False
     src: Program
     rows: int
     d: int

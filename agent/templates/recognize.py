@@ -50,6 +50,15 @@ class Bad:
     why: str
 
 
+@dataclass
+class Flipped(Bad):
+    """`inner` flipped along its last dimension. Only a scan along that dimension reads it (as a
+    reverse scan, whose result is flipped again), and a second flip undoes it; anything else that
+    reads it is not covered."""
+
+    inner: View | None = None
+
+
 Value = View | Lazy | Bad
 
 
@@ -225,6 +234,8 @@ class Builder:
             raise Uncovered(f"{name} producing {meta.dtype} (only float32 is covered)")
         if kind == "view":
             self._view(node)
+        elif kind == "flip":
+            self.values[(node.id, 0)] = self._flip(node)
         elif kind == "identity":
             self._identity(node)
         elif kind == "ewise":
@@ -248,6 +259,26 @@ class Builder:
         self.values[(node.id, 0)] = View(
             buf=source.buf, shape=meta.shape, stride=meta.stride, offset=meta.offset
         )
+
+    def _flip(self, node: OpNode) -> Value:
+        """flip(x, dims) over the last dimension: a marker a scan reads backwards (flip, cumsum,
+        flip is a reverse cumsum in one pass); a flip of a flip is the value itself."""
+        value = self.value(node.args[0])
+        raw = self.value(node.args[1]) if len(node.args) > 1 else self.value(node.kwargs["dims"])
+        dims = raw if isinstance(raw, list) else [raw]
+        if isinstance(value, Flipped):
+            assert value.inner is not None
+            return value.inner
+        if isinstance(value, Bad):
+            return value
+        x = self.tensor(value)
+        if sorted(int(d) % max(len(x.shape), 1) for d in dims) != [len(x.shape) - 1]:
+            raise Uncovered(
+                f"flip over dimensions {dims} of {x.shape} (only the last, around a scan)", ["flip"]
+            )
+        if not x.is_full(self.buffers[x.buf]):
+            x = self.materialize(self.ewise("copy", [x], {}, x.shape, "copy"))
+        return Flipped(why="a flipped tensor (flip: read only by a scan)", inner=x)
 
     def _identity(self, node: OpNode) -> None:
         dtype = node.kwargs.get("dtype")

@@ -45,7 +45,7 @@ def test_batch_runs_the_template_policy_per_task_and_records_what_it_does_not_co
 ) -> None:
     monkeypatch.setattr(agent.tools.pipeline, "compile_solution", fake_build)
     tasks = make_tasks(tmp_path / "tasks", {1: ["1_Relu"]})  # torch.relu: the elementwise template
-    (tasks / "level1" / "2_ReverseCumsum.py").write_text(UNCOVERED_TASK)  # flip: not in the library
+    (tasks / "level1" / "2_Sort.py").write_text(UNCOVERED_TASK)  # sort: not in the library
     log = tmp_path / "judged.jsonl"
     config = fake_config(
         tmp_path, tasks, None, model="templates", gpus=["0"], evals_per_gpu=1, concurrency=2,
@@ -62,7 +62,7 @@ def test_batch_runs_the_template_policy_per_task_and_records_what_it_does_not_co
 
     with Store(config.store) as store:
         results = {r.task_name: r for r in store.results()}
-    relu, uncovered = results["1_Relu"], results["2_ReverseCumsum"]
+    relu, uncovered = results["1_Relu"], results["2_Sort"]
     assert relu.status == "done" and relu.verdict == "correct" and relu.usd == 0 and relu.tokens == 0
     solution = Path(relu.solution_path or "")
     assert (solution / "kernels" / "s0_ewise.cu").is_file()  # the policy's instantiated template
@@ -74,17 +74,17 @@ def test_batch_runs_the_template_policy_per_task_and_records_what_it_does_not_co
     )  # profile, later candidates, submit
     # Not covered: a done attempt (not redone, not an error) with the library's reason, no agent run.
     assert uncovered.status == "done" and uncovered.verdict is None and uncovered.transcript_path is None
-    assert uncovered.error == "not covered by the template library: operators not covered: flip"
+    assert uncovered.error == "not covered by the template library: operators not covered: sort"
 
     report = CliRunner().invoke(app, ["report", str(config.out), "--candidates", "--wide"])
     assert report.exit_code == 0, report.output
     assert "agent (model templates)" in report.output
     [relu_row] = [line.split() for line in report.output.splitlines() if " 1_Relu " in line]
     assert relu_row[2:4] == ["sample_0", "correct"]
-    [uncovered_row] = [line for line in report.output.splitlines() if " 2_ReverseCumsum " in line]
+    [uncovered_row] = [line for line in report.output.splitlines() if " 2_Sort " in line]
     assert uncovered_row.split()[3] == "done"
-    assert "not covered by the template library: operators not covered: flip" in uncovered_row
-    assert "operators not covered: flip" in (config.out / "report.md").read_text()
+    assert "not covered by the template library: operators not covered: sort" in uncovered_row
+    assert "operators not covered: sort" in (config.out / "report.md").read_text()
 
 
 def test_the_batch_command_takes_templates_as_a_model_without_any_key(

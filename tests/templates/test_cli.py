@@ -24,7 +24,7 @@ import torch.nn as nn
 
 class Model(nn.Module):
     def forward(self, x):
-        return torch.cumsum(x.flip(1), dim=1).flip(1)  # a reverse scan: flip is not covered
+        return torch.sort(x, dim=1).values  # sorting is not in the library
 
 
 def get_inputs():
@@ -63,7 +63,7 @@ def test_solve_with_the_template_policy_compiles_and_submits(tmp_path: Path) -> 
 
 @pytest.mark.skipif(not KERNELBENCH.is_dir(), reason="../shared/kernelbench is not beside the checkout")
 def test_a_task_the_library_does_not_cover_is_refused_in_one_line(tmp_path: Path) -> None:
-    task = KERNELBENCH / "level1" / "91_cumsum_reverse.py"  # flip is not covered
+    task = KERNELBENCH / "level1" / "92_cumsum_exclusive.py"  # cat is not covered
     proc = run_agent(
         ["solve", str(task), "--model", "templates", "--allow-no-gpu", "--out", str(tmp_path / "o")],
         cwd=tmp_path,
@@ -95,7 +95,7 @@ def test_without_a_model_or_a_key_solve_runs_the_template_policy_and_says_so(tmp
 
 
 def test_without_a_model_or_a_key_a_task_the_library_does_not_cover_names_both(tmp_path: Path) -> None:
-    task = tmp_path / "1_ReverseCumsum.py"
+    task = tmp_path / "1_Sort.py"
     task.write_text(UNCOVERED_TASK)
     out = tmp_path / "o"
     proc = run_agent(
@@ -104,7 +104,7 @@ def test_without_a_model_or_a_key_a_task_the_library_does_not_cover_names_both(t
     assert proc.returncode == 2, proc.stdout + proc.stderr
     [line] = stderr_lines(proc.stderr)
     assert "the built-in template policy was tried" in line
-    assert f"does not cover {task}: operators not covered: flip" in line  # the policy's reason
+    assert f"does not cover {task}: operators not covered: sort" in line  # the policy's reason
     assert "an LLM needs the key: set ANTHROPIC_API_KEY" in line
     assert not out.exists()
 

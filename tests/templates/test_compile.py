@@ -3,6 +3,7 @@ slot settings, and `agent solve`'s flow end to end with TemplatePolicy as the mo
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -323,11 +324,14 @@ def test_the_pooling_template_compiles_with_several_slot_settings(tmp_path: Path
     assert "constexpr int64_t kCountIncludePad = 0LL;" in source and "constexpr int64_t kKD = 3LL;" in source
 
 
-def emulate_scan(row: torch.Tensor, *, block: int, items: int, prod: bool) -> torch.Tensor:
+def emulate_scan(
+    row: torch.Tensor, *, block: int, items: int, vec: int = 1, prod: bool = False, reverse: bool = False
+) -> torch.Tensor:
     """scan.cu's algorithm for one row, lane by lane: chunks of block * items elements, each
-    thread's items scanned in registers, the lanes' totals scanned by shuffles (Hillis-Steele),
-    the warps' totals scanned by the first warp, each thread's prefix from the carry of the earlier
-    chunks, the earlier warps and the earlier lanes; past the row, the identity."""
+    thread's items loaded vec at a time (reversed: from the row's end, each vector read backwards,
+    as `at()` places it) and scanned in registers, the lanes' totals scanned by shuffles
+    (Hillis-Steele), the warps' totals by the first warp, each thread's prefix from the carry of
+    the earlier chunks, the earlier warps and the earlier lanes; past the row, the identity."""
 
     def combine(a: float, b: float) -> float:
         return a * b if prod else a + b
@@ -340,13 +344,20 @@ def emulate_scan(row: torch.Tensor, *, block: int, items: int, prod: bool) -> to
             offset *= 2
         return v
 
+    def at(c: int) -> int:
+        return d - c - vec if reverse else c
+
     identity, d, warps = (1.0 if prod else 0.0), row.numel(), block // 32
-    values, out, carry = row.tolist(), [0.0] * row.numel(), 1.0 if prod else 0.0
+    values, out, carry = row.tolist(), [math.nan] * row.numel(), 1.0 if prod else 0.0
     for c0 in range(0, d, block * items):
-        x = [
-            [values[c] if c < d else identity for c in range(c0 + t * items, c0 + (t + 1) * items)]
-            for t in range(block)
-        ]
+        x = []
+        for t in range(block):
+            mine: list[float] = []
+            for v in range(0, items, vec):
+                c = c0 + t * items + v
+                loaded = values[at(c) : at(c) + vec] if c < d else [identity] * vec
+                mine += loaded[::-1] if reverse else loaded
+            x.append(mine)
         for t in range(block):
             for k in range(1, items):
                 x[t][k] = combine(x[t][k - 1], x[t][k])
@@ -357,40 +368,61 @@ def emulate_scan(row: torch.Tensor, *, block: int, items: int, prod: bool) -> to
             prefix = combine(carry, totals[warp - 1]) if warp > 0 else carry
             if lane > 0:
                 prefix = combine(prefix, inclusive[t - 1])
-            for k in range(items):
-                if c0 + t * items + k < d:
-                    out[c0 + t * items + k] = combine(prefix, x[t][k])
+            for v in range(0, items, vec):
+                c = c0 + t * items + v
+                if c >= d:
+                    break
+                for lane_in_vec in range(vec):
+                    k = v + (vec - 1 - lane_in_vec if reverse else lane_in_vec)
+                    out[at(c) + lane_in_vec] = combine(prefix, x[t][k])
         carry = combine(carry, totals[-1])
     return torch.tensor(out, dtype=torch.float64)
 
 
-@pytest.mark.parametrize(("block", "items", "d"), [(64, 4, 1000), (32, 8, 37), (128, 16, 4096), (96, 4, 385)])
-def test_the_scan_kernels_chunks_give_torchs_cumsum_and_cumprod(block: int, items: int, d: int) -> None:
-    """The chunked block scan of scan.cu, emulated lane by lane, is torch's cumsum and cumprod:
-    rows cut by the chunks, a last chunk past the row's end, blocks of one warp and of several."""
+@pytest.mark.parametrize(
+    ("block", "items", "vec", "d"), [(64, 4, 2, 1000), (32, 8, 1, 37), (128, 16, 4, 4096), (96, 4, 4, 384)]
+)
+def test_the_scan_kernels_chunks_give_torchs_cumsum_and_cumprod(
+    block: int, items: int, vec: int, d: int
+) -> None:
+    """The chunked block scan of scan.cu, emulated lane by lane, is torch's cumsum and cumprod, and
+    reversed the cumsum of the flipped row flipped back: rows cut by the chunks, a last chunk past
+    the row's end, blocks of one warp and of several, vectors of 1, 2 and 4."""
     torch.manual_seed(0)
     row = torch.randn(d, dtype=torch.float64)
-    torch.testing.assert_close(emulate_scan(row, block=block, items=items, prod=False), torch.cumsum(row, 0))
+    torch.testing.assert_close(emulate_scan(row, block=block, items=items, vec=vec), torch.cumsum(row, 0))
+    backwards = torch.cumsum(row.flip(0), 0).flip(0)
+    torch.testing.assert_close(emulate_scan(row, block=block, items=items, vec=vec, reverse=True), backwards)
     factors = torch.rand(d, dtype=torch.float64) * 0.2 + 0.9
     torch.testing.assert_close(
-        emulate_scan(factors, block=block, items=items, prod=True), torch.cumprod(factors, 0)
+        emulate_scan(factors, block=block, items=items, vec=vec, prod=True), torch.cumprod(factors, 0)
     )
 
 
 @pytest.mark.slow
 def test_the_scan_template_compiles_with_several_slot_settings(tmp_path: Path, build_cache: Path) -> None:
-    """cumsum with a fused prologue, cumprod with a fused epilogue, and a row no vector divides
-    compile with their slots varied."""
+    """cumsum with a fused prologue, cumprod with a fused epilogue, a row no vector divides and a
+    reverse cumsum compile with their slots varied."""
     from agent.templates import recognize, trace_tasks
 
     plan = recognize(trace_tasks([TASKS / "scans.py"])[0])  # type: ignore[arg-type]
-    assert isinstance(plan, Plan) and [family_of(s).name for s in plan.stages] == ["scan"] * 3
+    assert isinstance(plan, Plan) and [family_of(s).name for s in plan.stages] == ["scan"] * 4
     assert plan.stages[0].ops == ["mul", "cumsum"] and plan.stages[1].ops == ["cumprod", "tanh"]
+    assert plan.stages[3].reverse and plan.stages[3].ops == ["flip", "cumsum"]  # type: ignore[union-attr]
     variants = [
         {},
-        {"S0_BLOCK": 1024, "S0_ITEMS": 16, "S0_VEC": 2, "S1_ITEMS": 4, "S1_FAST": 1, "S2_BLOCK": 32},
+        {
+            "S0_BLOCK": 1024,
+            "S0_ITEMS": 16,
+            "S0_VEC": 2,
+            "S1_ITEMS": 4,
+            "S1_FAST": 1,
+            "S2_BLOCK": 32,
+            "S3_VEC": 1,
+        },
     ]
     root, built = compile_variants(plan, TASKS / "scans.py", variants, tmp_path, build_cache)
     assert built[1]["S0_ITEMS"] == 16 and built[0]["S2_VEC"] == 1  # 37 elements a row: no vectors
     source = (root / "kernels" / "s1_scan.cu").read_text()
     assert "constexpr int64_t kProd = 1LL;" in source and "constexpr int64_t kD = 64LL;" in source
+    assert "constexpr int64_t kReverse = 1LL;" in (root / "kernels" / "s3_scan.cu").read_text()

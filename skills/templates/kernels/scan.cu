@@ -1,5 +1,6 @@
 // Scan family: out[row, :] = epi(inclusive scan of src[row, :]) over rows of D elements, a running
-// sum (cumsum) or product (cumprod), accumulated in float like ATen's. A block owns a row and walks
+// sum (cumsum) or product (cumprod), accumulated in float like ATen's; kReverse scans each row from
+// its end (flip, scan, flip: the reverse cumsum). A block owns a row and walks
 // it in chunks of BLOCK * ITEMS elements: each thread loads ITEMS consecutive elements (VEC per
 // load), scans them in registers, the block scans the threads' totals (warp shuffles, then the
 // warps' totals in shared memory), each thread adds its prefix and the carry of the earlier chunks,
@@ -27,6 +28,9 @@ constexpr int64_t kChunk = (int64_t)BLOCK * ITEMS;
 
 __device__ __forceinline__ float combine(float a, float b) { return kProd ? a * b : a + b; }
 __device__ __forceinline__ float identity() { return kProd ? 1.0f : 0.0f; }
+// Where the VEC elements at scan position c (a multiple of VEC) start in memory: reversed, the
+// vector ends at D - c (VEC divides D, so it stays aligned).
+__device__ __forceinline__ int64_t at(int64_t c) { return kReverse ? kD - c - VEC : c; }
 
 // Inclusive scan of v across the warp's lanes.
 __device__ __forceinline__ float warp_scan(float v, int lane) {
@@ -49,12 +53,12 @@ __global__ void __launch_bounds__(BLOCK) scan_kernel(tk::Ptrs P, float* out) {
       float x[ITEMS];
 #pragma unroll
       for (int v = 0; v < ITEMS; v += VEC) {
-        const int64_t c = first + v;
+        const int64_t c = first + v;  // in scan order
         if (c < kD) {  // VEC divides D: a vector is wholly in the row or wholly past it
           float loaded[1][VEC];
-          src<VEC>(P, base + c, nullptr, loaded);
+          src<VEC>(P, base + at(c), nullptr, loaded);
 #pragma unroll
-          for (int l = 0; l < VEC; ++l) x[v + l] = loaded[0][l];
+          for (int l = 0; l < VEC; ++l) x[v + l] = loaded[0][kReverse ? VEC - 1 - l : l];
         } else {
 #pragma unroll
           for (int l = 0; l < VEC; ++l) x[v + l] = identity();  // past the row: changes no total
@@ -80,12 +84,12 @@ __global__ void __launch_bounds__(BLOCK) scan_kernel(tk::Ptrs P, float* out) {
       for (int v = 0; v < ITEMS; v += VEC) {
         const int64_t c = first + v;
         if (c >= kD) break;
-        float y[VEC];
+        float y[VEC];  // in memory order
 #pragma unroll
-        for (int l = 0; l < VEC; ++l) y[l] = combine(prefix, x[v + l]);
+        for (int l = 0; l < VEC; ++l) y[l] = combine(prefix, x[v + (kReverse ? VEC - 1 - l : l)]);
         float res[1][VEC];
-        epi<VEC>(P, base + c, y, res);
-        tk::store_vec<VEC>(out + base + c, res[0]);
+        epi<VEC>(P, base + at(c), y, res);
+        tk::store_vec<VEC>(out + base + at(c), res[0]);
       }
       __syncthreads();  // the next chunk rewrites warp_totals
     }
