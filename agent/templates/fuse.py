@@ -31,6 +31,7 @@ from agent.templates.plan import (
 )
 
 Producer = GemmStage | ConvStage | ReduceStage | SoftmaxStage | ScanStage | NormStage | PoolStage
+SrcReader = ReduceStage | SoftmaxStage | ScanStage | NormStage  # read their input through `src`
 FAMILIES = {
     "ewise": "elementwise",
     "gemm": "gemm",
@@ -87,9 +88,7 @@ def _producers(plan: Plan) -> dict[str, int]:
 def _prologue(plan: Plan) -> bool:
     uses, where = _uses(plan), _producers(plan)
     for stage in plan.stages:
-        if not isinstance(stage, ReduceStage | SoftmaxStage | ScanStage | NormStage) or stage.src.fns != [
-            "copy"
-        ]:
+        if not isinstance(stage, SrcReader) or stage.src.fns != ["copy"]:
             continue
         view = stage.src.operands[0].view
         source = plan.stages[where[view.buf]] if view.buf in where else None

@@ -356,8 +356,10 @@ def _scan(b: Builder, node: OpNode) -> list[Any]:
     from agent.templates.recognize import Flipped
 
     value = b.value(node.args[0])
-    flipped = isinstance(value, Flipped)
-    x = value.inner if isinstance(value, Flipped) and value.inner is not None else b.tensor(value)
+    if isinstance(value, Flipped) and value.inner is not None:
+        flipped, x = True, value.inner
+    else:
+        flipped, x = False, b.tensor(value)
     dim = int(_arg(node, b, 1, "dim")) % max(len(x.shape), 1)
     if numel(x.shape[dim + 1 :]) != 1:
         raise Uncovered(f"{node.name} over dimension {dim} of {x.shape} (only the last is covered)")
@@ -377,7 +379,7 @@ def _scan(b: Builder, node: OpNode) -> list[Any]:
             ops=["flip", node.name] if flipped else [node.name],
         )
     )
-    return [Flipped(why="a flipped tensor (flip: read only by a scan)", inner=out) if flipped else out]
+    return [Flipped(inner=out) if flipped else out]
 
 
 def _param_view(b: Builder, value: Any) -> View | None:

@@ -56,6 +56,7 @@ class Flipped(Bad):
     reverse scan, whose result is flipped again), and a second flip undoes it; anything else that
     reads it is not covered."""
 
+    why: str = "a flipped tensor (flip: read only by a scan)"
     inner: View | None = None
 
 
@@ -276,9 +277,7 @@ class Builder:
             raise Uncovered(
                 f"flip over dimensions {dims} of {x.shape} (only the last, around a scan)", ["flip"]
             )
-        if not x.is_full(self.buffers[x.buf]):
-            x = self.materialize(self.ewise("copy", [x], {}, x.shape, "copy"))
-        return Flipped(why="a flipped tensor (flip: read only by a scan)", inner=x)
+        return Flipped(inner=x)
 
     def _identity(self, node: OpNode) -> None:
         dtype = node.kwargs.get("dtype")
