@@ -59,7 +59,7 @@ def template_text(name: str) -> str:
 
 _BLOCK = SlotDecl("BLOCK", (64, 128, 256, 512, 1024), "config", "threads per block")
 _VEC = SlotDecl("VEC", (1, 2, 4), "memory", "floats per load and store (4: float4)")
-_UNROLL = SlotDecl("UNROLL", (1, 2, 4), "compute", "independent loads in flight per thread")
+_UNROLL = SlotDecl("UNROLL", (1, 2, 4, 8), "compute", "independent loads in flight per thread")
 _FAST = SlotDecl("FAST", (0, 1), "compute", "1: hardware exp/log/tanh approximations")
 _SPLIT = SlotDecl("SPLIT", (1, 4, 16, 64, 256, 1024), "reduction", "blocks sharing one reduction")
 _ATOMIC = SlotDecl("ATOMIC", (0, 1), "reduction", "1: split partials merged with atomicAdd")

@@ -259,12 +259,27 @@ class MemoryAgent(DecisionMaker):
         return _nearest(slot, can)
 
 
+# A column reduction's thread loads UNROLL rows of VEC floats before it adds any: at 2 x 1 floats
+# (level-1 problems 47-53, 4095 columns: no vectors) an H200 read 83% of the bandwidth floor;
+# 8 floats a thread keeps about 64 KiB a SM in flight, what its memory latency asks for.
+COLUMN_FLOATS_IN_FLIGHT = 8
+
+
+def column_vec(stage: ReduceStage) -> int:
+    """The vector width a column reduction gets: the widest its operands allow that divides INNER."""
+    can = stage_constants(stage).get("CAN_VEC", 1)
+    return max(v for v in (1, 2, 4) if v <= can and stage.inner % v == 0)
+
+
 class ComputeAgent(DecisionMaker):
     dimension = "compute"
 
     def initial(self, slot: Slot, obs: Observation) -> int:
         if slot.local == "UNROLL":
-            return 2 if isinstance(obs.stage(slot.stage), EwiseStage | ReduceStage) else 1
+            stage = obs.stage(slot.stage)
+            if isinstance(stage, ReduceStage) and stage.inner > 1:
+                return _nearest(slot, COLUMN_FLOATS_IN_FLIGHT // column_vec(stage))
+            return 2 if isinstance(stage, EwiseStage | ReduceStage) else 1
         if slot.local in ("OUT_W", "OUT_H"):
             return tile_shape(obs.stage(slot.stage))[slot.local]
         if slot.local == "MATH" and reference_uses_tf32(obs.stage(slot.stage)):

@@ -25,7 +25,7 @@ def _cost(config: dict[str, int]) -> float:
     return (
         1.0
         + abs(config["S0_BLOCK"] - 512) / 1024
-        + (4 - config["S0_UNROLL"]) * 0.05
+        + abs(4 - config["S0_UNROLL"]) * 0.05
         + (4 - config["S0_VEC"]) * 0.2
     )
 

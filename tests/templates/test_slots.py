@@ -139,3 +139,24 @@ def test_tiles_start_as_wide_as_the_window_lets_them_and_flat_for_1d() -> None:
     space = SlotSpace(plan)
     config = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
     assert space.valid(config) and config["S2_ROWS"] == 1
+
+
+def test_a_column_reduction_keeps_eight_floats_a_thread_in_flight(kernelbench_plans) -> None:
+    """Columns that allow no vectors (level-1 problem 47: 4095 of them) start at 8 rows per load
+    batch; columns read as float4 start at 2, so each thread still has 8 floats in flight."""
+    from agent.templates.plan import ReduceStage
+    from agent.templates.slots import column_vec
+
+    plan = kernelbench_plans["level1/47_Sum_reduction_over_a_dimension.py"]
+    assert isinstance(plan, Plan)
+    stage = next(s for s in plan.stages if isinstance(s, ReduceStage))
+    assert stage.inner == 4095 and column_vec(stage) == 1
+    _, config = _space(plan)
+    prefix = next(name[: -len("UNROLL")] for name in config if name.endswith("UNROLL"))
+    assert config[prefix + "VEC"] == 1 and config[prefix + "UNROLL"] == 8
+
+    wide = stage.model_copy(update={"inner": 4096})
+    assert column_vec(wide) == 4
+    wide_plan = plan.model_copy(update={"stages": [wide if s is stage else s for s in plan.stages]})
+    _, config = _space(wide_plan)
+    assert config[prefix + "VEC"] * config[prefix + "UNROLL"] == 8
