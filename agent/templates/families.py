@@ -9,6 +9,7 @@ the tuner enforces exactly the rules the slot agents do.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -365,17 +366,38 @@ def _conv_dims(stage: ConvStage) -> str:
     def per_dim(values: list[int], filler: int) -> list[int]:
         return [filler] * lift + values
 
+    x, y = dims(stage.x.shape), dims(stage.out_shape)
+    chunk = batch_chunk(x[0], max(math.prod(x[1:]), math.prod(y[1:])))
     arrays = {
-        "kXDims": dims(stage.x.shape),
+        "kXDims": [chunk, *x[1:]],
         "kWDims": dims(stage.w.shape),
-        "kYDims": dims(stage.out_shape),
+        "kYDims": [chunk, *y[1:]],
         "kPad": per_dim(stage.padding, 0),
         "kStride": per_dim(stage.stride, 1),
         "kDilation": per_dim(stage.dilation, 1),
     }
-    return "\n".join(
+    lines = [
         f"constexpr int {name}[{len(values)}] = {{{', '.join(str(int(v)) for v in values)}}};"
         for name, values in arrays.items()
+    ]
+    lines += [
+        f"constexpr int64_t kBatchChunks = {x[0] // chunk};",
+        f"constexpr int64_t kXChunk = {chunk * math.prod(x[1:])};",
+        f"constexpr int64_t kYChunk = {chunk * math.prod(y[1:])};",
+    ]
+    return "\n".join(lines)
+
+
+CUDNN_MAX_ELEMENTS = (
+    2**31 - 1
+)  # cuDNN's legacy descriptors index with int: level-1 problem 87's output is 2^31
+
+
+def batch_chunk(batch: int, per_sample: int) -> int:
+    """The most samples of the batch cuDNN is given at once: the largest divisor of the batch whose
+    tensors stay within 32-bit indexing (all of it when they fit, as eager's cuDNN path splits too)."""
+    return max(
+        (d for d in range(1, batch + 1) if batch % d == 0 and d * per_sample <= CUDNN_MAX_ELEMENTS), default=1
     )
 
 

@@ -116,6 +116,29 @@ def test_the_convolution_template_compiles_with_several_slot_settings(
     assert "constexpr int kXDims[4] = {2, 8, 1, 33};" in source  # 1D as 2D of height 1
     assert "constexpr int kWDims[4] = {8, 6, 1, 5};" in source  # (C_in, C_out / groups, 1, k)
     assert "constexpr int64_t kTransposed = 1LL;" in source
+    assert "constexpr int64_t kBatchChunks = 1;" in source  # small tensors: one cuDNN call
+
+
+def test_a_convolution_past_32_bit_indexing_runs_in_batch_chunks(kernelbench_plans) -> None:
+    """cuDNN's descriptors hold at most 2^31 - 1 elements: level-1 problem 87's output (16 x 128 x
+    1024 x 1024) is 2^31, so the template describes 8 samples and calls cuDNN twice."""
+    from agent.templates.families import CUDNN_MAX_ELEMENTS, batch_chunk
+    from agent.templates.instantiate import instantiate
+    from agent.templates.slots import Observation, SlotSpace, default_makers, initial_config
+    from agent.tune.space import DeviceLimits
+
+    assert batch_chunk(16, 128 * 1024 * 1024) == 8
+    assert batch_chunk(16, 64) == 16
+    assert batch_chunk(7, 2**30) == 1  # a prime batch falls back to one sample a call
+    assert batch_chunk(5, CUDNN_MAX_ELEMENTS) == 1
+    plan = kernelbench_plans["level1/87_conv_pointwise_2D.py"]
+    assert isinstance(plan, Plan)
+    config = initial_config(SlotSpace(plan), default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
+    source = instantiate(plan, config)["kernels/s0_conv.cu"]
+    assert "constexpr int kXDims[4] = {8, 64, 1024, 1024};" in source
+    assert "constexpr int kYDims[4] = {8, 128, 1024, 1024};" in source
+    assert "constexpr int64_t kBatchChunks = 2;" in source
+    assert f"constexpr int64_t kYChunk = {8 * 128 * 1024 * 1024};" in source
 
 
 def emulate_dwconv(

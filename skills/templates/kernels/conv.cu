@@ -132,13 +132,18 @@ extern "C" cudaError_t {{NS}}_launch(const float* const* ins, void* const* outs,
   if (p->workspace > 0 && scratch == nullptr) return cudaErrorInvalidValue;
   if (cudnnSetStream(p->handle, stream) != CUDNN_STATUS_SUCCESS) return cudaErrorUnknown;
   const float alpha = 1.0f, beta = 0.0f;
-  const cudnnStatus_t status =
-      kTransposed ? cudnnConvolutionBackwardData(p->handle, &alpha, p->w, w, p->x, x, p->conv,
-                                                 (cudnnConvolutionBwdDataAlgo_t)p->algo, scratch, p->workspace,
-                                                 &beta, p->y, y)
-                  : cudnnConvolutionForward(p->handle, &alpha, p->x, x, p->w, w, p->conv,
-                                            (cudnnConvolutionFwdAlgo_t)p->algo, scratch, p->workspace, &beta,
-                                            p->y, y);
-  if (status != CUDNN_STATUS_SUCCESS) return cudaErrorUnknown;
+  // The descriptors hold kXDims[0] samples: a batch past 32-bit indexing runs in equal chunks.
+  for (int64_t c = 0; c < kBatchChunks; ++c) {
+    const float* xc = x + c * kXChunk;
+    float* yc = y + c * kYChunk;
+    const cudnnStatus_t status =
+        kTransposed ? cudnnConvolutionBackwardData(p->handle, &alpha, p->w, w, p->x, xc, p->conv,
+                                                   (cudnnConvolutionBwdDataAlgo_t)p->algo, scratch, p->workspace,
+                                                   &beta, p->y, yc)
+                    : cudnnConvolutionForward(p->handle, &alpha, p->x, xc, p->w, w, p->conv,
+                                              (cudnnConvolutionFwdAlgo_t)p->algo, scratch, p->workspace, &beta,
+                                              p->y, yc);
+    if (status != CUDNN_STATUS_SUCCESS) return cudaErrorUnknown;
+  }
   return launch_epilogue(P, y, stream);
 }
