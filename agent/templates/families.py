@@ -184,6 +184,25 @@ FAMILIES: dict[str, Family] = {
         ),
         ("MATH == 0 or ALLOW_TF32 == 1", "EPI_VEC == 1 or CAN_VEC >= EPI_VEC"),
     ),
+    "gemm_direct": Family(
+        "gemm_direct",
+        "gemm_direct.cu",
+        (
+            SlotDecl("BLOCK_M", (64, 128), "config", "rows of C per block"),
+            SlotDecl("BLOCK_N", (64, 128), "config", "columns of C per block"),
+            SlotDecl("TM", (4, 8), "compute", "rows of C per thread"),
+            SlotDecl("TN", (4, 8), "compute", "columns of C per thread, in groups of 4"),
+            SlotDecl("KT", (8, 16, 32), "memory", "steps of K staged in shared memory at a time"),
+            SlotDecl("VEC", (1, 4), "memory", "floats per store of C (4: float4)"),
+            _FAST,
+        ),
+        (
+            "(BLOCK_M / TM) * (BLOCK_N / TN) >= 32",
+            "VEC == 1 or (N % 4 == 0 and CAN_VEC >= 4)",
+            "M <= 65535 * BLOCK_M",
+            "BATCH <= 65535",
+        ),
+    ),
     "conv": Family(
         "conv",
         "conv.cu",
@@ -214,11 +233,23 @@ def is_depthwise(stage: Stage) -> bool:
     )
 
 
+# cuBLAS's SGEMM ran at 26-39% of the floor of writing C with K 64 and 32 (level 1, problems 7 and
+# 9); with a longer K its tiles pay off and the direct kernel has nothing to win.
+DIRECT_GEMM_MAX_K = 64
+
+
+def is_direct_gemm(stage: Stage) -> bool:
+    """A GEMM whose K is short enough for the direct `gemm_direct` template, not cuBLAS."""
+    return isinstance(stage, GemmStage) and stage.k <= DIRECT_GEMM_MAX_K
+
+
 def family_of(stage: Stage) -> Family:
     if isinstance(stage, ReduceStage):
         return FAMILIES["reduce_row" if stage.inner == 1 else "reduce_col"]
     if is_depthwise(stage):
         return FAMILIES["dwconv"]
+    if is_direct_gemm(stage):
+        return FAMILIES["gemm_direct"]
     return FAMILIES[stage.kind]
 
 
@@ -235,6 +266,22 @@ def pool_geometry(stage: PoolStage) -> dict[str, int]:
         "KD": k[0], "KH": k[1], "KW": k[2], "SD": s[0], "SH": s[1], "SW": s[2],
         "PD": p[0], "PH": p[1], "PW": p[2], "DD": d[0], "DH": d[1], "DW": d[2],
     }  # fmt: skip
+
+
+def gemm_geometry(stage: GemmStage) -> dict[str, int]:
+    """How A and B lie in memory: row-major or transposed (a transpose flag, never a copy), the
+    leading dimension, and the stride between batches (0 for one matrix)."""
+    from agent.templates.lower import matrix_layout
+
+    (ta, lda), (tb, ldb) = matrix_layout(stage.a) or (False, 0), matrix_layout(stage.b) or (False, 0)
+    return {
+        "TRANS_A": int(ta),
+        "LDA": lda,
+        "TRANS_B": int(tb),
+        "LDB": ldb,
+        "STRIDE_A": stage.a.stride[0] if len(stage.a.shape) == 3 else 0,
+        "STRIDE_B": stage.b.stride[0] if len(stage.b.shape) == 3 else 0,
+    }
 
 
 def dwconv_geometry(stage: ConvStage) -> dict[str, int]:
@@ -307,6 +354,7 @@ def stage_constants(stage: Stage, *, allow_tf32: bool = False) -> dict[str, int]
             "ALLOW_TF32": int(allow_tf32 or reference_uses_tf32(stage)),
         }
     return {
+        "BATCH": stage.batch,
         "M": stage.m,
         "N": stage.n,
         "K": stage.k,
@@ -430,17 +478,14 @@ def render_stage(stage: Stage, values: dict[str, int], *, sm_count: int) -> str:
         )
         common |= {"kNumel": numel(program.shape)}
     elif isinstance(stage, GemmStage):
-        from agent.templates.lower import matrix_layout
-
-        (ta, lda), (tb, ldb) = matrix_layout(stage.a) or (False, 0), matrix_layout(stage.b) or (False, 0)
-        batch_a = stage.a.stride[0] if len(stage.a.shape) == 3 else 0
-        batch_b = stage.b.stride[0] if len(stage.b.shape) == 3 else 0
+        g = gemm_geometry(stage)
         fill.update(EPI=_epi(stage.epilogue, 0), BIND_INPUTS=_bind(stage_views(stage)[2:], 2))
         common |= {
             "kM": stage.m, "kN": stage.n, "kK": stage.k, "kBatch": stage.batch,
-            "kTransA": int(ta), "kTransB": int(tb), "kLda": lda, "kLdb": ldb,
-            "kStrideA": batch_a, "kStrideB": batch_b, "kOffsetA": stage.a.offset, "kOffsetB": stage.b.offset,
-            "kNumel": stage.batch * stage.m * stage.n, "kEpilogue": int(stage.epilogue is not None),
+            "kTransA": g["TRANS_A"], "kTransB": g["TRANS_B"], "kLda": g["LDA"], "kLdb": g["LDB"],
+            "kStrideA": g["STRIDE_A"], "kStrideB": g["STRIDE_B"], "kOffsetA": stage.a.offset,
+            "kOffsetB": stage.b.offset, "kNumel": stage.batch * stage.m * stage.n,
+            "kEpilogue": int(stage.epilogue is not None),
         }  # fmt: skip
     elif isinstance(stage, PoolStage):
         g = pool_geometry(stage)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from agent.templates.families import is_depthwise
+from agent.templates.families import is_depthwise, is_direct_gemm
 from agent.templates.plan import (
     MAX_OPERANDS,
     ConvStage,
@@ -221,5 +221,10 @@ def fuse(plan: Plan) -> Plan:
         stage.name = f"s{i}"
         stage.ops = list(dict.fromkeys(stage.ops))
     primary = max(plan.stages, key=_weight)
-    plan.family = "depthwise convolution" if is_depthwise(primary) else FAMILIES[primary.kind]
+    if is_depthwise(primary):
+        plan.family = "depthwise convolution"
+    elif is_direct_gemm(primary):
+        plan.family = "short-K gemm"
+    else:
+        plan.family = FAMILIES[primary.kind]
     return plan

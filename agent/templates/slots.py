@@ -238,6 +238,8 @@ class ConfigAgent(DecisionMaker):
             return 256
         if slot.local in ("BLOCK_W", "ROWS"):
             return tile_shape(obs.stage(slot.stage))[slot.local]
+        if slot.local in ("BLOCK_M", "BLOCK_N"):
+            return _nearest(slot, 128)  # with 8 x 8 a thread: 256 threads, each B value read by 16
         if isinstance(stage, ReduceStage) and stage.inner == 1:
             return _nearest(slot, 128 if stage.r <= 256 else 256 if stage.r <= 4096 else 512)
         if isinstance(stage, SoftmaxStage | ScanStage):
@@ -254,6 +256,8 @@ class MemoryAgent(DecisionMaker):
     def initial(self, slot: Slot, obs: Observation) -> int:
         if slot.local == "ITEMS":  # a scan's elements per thread: two float4 loads in flight
             return _nearest(slot, 8)
+        if slot.local == "KT":  # a short K in one or two steps: fewer barriers
+            return _nearest(slot, 32)
         # The widest vector the operands allow; repair() lowers it when a size does not divide.
         can = stage_constants(obs.stage(slot.stage)).get("CAN_VEC", 1)
         return _nearest(slot, can)
@@ -282,6 +286,8 @@ class ComputeAgent(DecisionMaker):
             return 2 if isinstance(stage, EwiseStage | ReduceStage) else 1
         if slot.local in ("OUT_W", "OUT_H"):
             return tile_shape(obs.stage(slot.stage))[slot.local]
+        if slot.local in ("TM", "TN"):
+            return _nearest(slot, 8)  # 64 FMAs for every 8 + 2 shared-memory reads
         if slot.local == "MATH" and reference_uses_tf32(obs.stage(slot.stage)):
             return 1  # the reference's own precision: eager's cuDNN convolutions run on TF32 tensor cores
         return 0  # FAST and MATH start exact: the referee's tolerance decides whether they may go on

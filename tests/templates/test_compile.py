@@ -449,3 +449,113 @@ def test_the_scan_template_compiles_with_several_slot_settings(tmp_path: Path, b
     source = (root / "kernels" / "s1_scan.cu").read_text()
     assert "constexpr int64_t kProd = 1LL;" in source and "constexpr int64_t kD = 64LL;" in source
     assert "constexpr int64_t kReverse = 1LL;" in (root / "kernels" / "s3_scan.cu").read_text()
+
+
+def emulate_gemm_direct(
+    a: torch.Tensor, b: torch.Tensor, stage, slots: dict[str, int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """gemm_direct.cu's kernel on the CPU, block by block and thread by thread: the shared-memory
+    tiles filled by its index arithmetic from the operands' storage (transposes, leading
+    dimensions, batch strides, zeros past the edges) and each thread's rows and columns of C.
+    Returns C and how many times each of its elements was stored."""
+    from agent.templates.families import gemm_geometry
+
+    g = gemm_geometry(stage)
+    m_, n_, k_, batch = stage.m, stage.n, stage.k, stage.batch
+    bm, bn, tm, tn, kt = (slots[k] for k in ("BLOCK_M", "BLOCK_N", "TM", "TN", "KT"))
+    threads_n, threads_m = bn // tn, bm // tm
+    c = torch.full((batch * m_ * n_,), float("nan"), dtype=torch.float64)
+    stores = torch.zeros(batch * m_ * n_, dtype=torch.int64)
+    for z in range(batch):
+        for m0 in range(0, m_, bm):
+            for n0 in range(0, n_, bn):
+                acc = torch.zeros(threads_m * threads_n, tm, tn, dtype=torch.float64)
+                for k0 in range(0, k_, kt):
+                    idx = torch.arange(kt * bm)
+                    kk, mm = (idx // bm, idx % bm) if g["TRANS_A"] else (idx % kt, idx // kt)
+                    m, k = m0 + mm, k0 + kk
+                    inside = (m < m_) & (k < k_)
+                    where = z * g["STRIDE_A"] + (k * g["LDA"] + m if g["TRANS_A"] else m * g["LDA"] + k)
+                    a_tile = torch.zeros(kt, bm, dtype=torch.float64)
+                    a_tile[kk[inside], mm[inside]] = a[where[inside]]
+                    idx = torch.arange(kt * bn)
+                    kk, nn = (idx % kt, idx // kt) if g["TRANS_B"] else (idx // bn, idx % bn)
+                    n, k = n0 + nn, k0 + kk
+                    inside = (n < n_) & (k < k_)
+                    where = z * g["STRIDE_B"] + (n * g["LDB"] + k if g["TRANS_B"] else k * g["LDB"] + n)
+                    b_tile = torch.zeros(kt, bn, dtype=torch.float64)
+                    b_tile[kk[inside], nn[inside]] = b[where[inside]]
+                    for tid in range(threads_m * threads_n):
+                        tx, ty = tid % threads_n, tid // threads_n
+                        rows = [ty + i * threads_m for i in range(tm)]
+                        cols = [
+                            q * threads_n * 4 + tx * 4 + lane for q in range(tn // 4) for lane in range(4)
+                        ]
+                        acc[tid] += a_tile[:, rows].T @ b_tile[:, cols]
+                for tid in range(threads_m * threads_n):
+                    tx, ty = tid % threads_n, tid // threads_n
+                    for i in range(tm):
+                        for j in range(tn):
+                            m, n = m0 + ty + i * threads_m, n0 + (j // 4) * threads_n * 4 + tx * 4 + j % 4
+                            if m < m_ and n < n_:
+                                c[(z * m_ + m) * n_ + n] = acc[tid, i, j]
+                                stores[(z * m_ + m) * n_ + n] += 1
+    return c.reshape(batch, m_, n_), stores
+
+
+@pytest.mark.parametrize(
+    "slots",
+    [
+        {"BLOCK_M": 128, "BLOCK_N": 128, "TM": 8, "TN": 8, "KT": 32},
+        {"BLOCK_M": 64, "BLOCK_N": 64, "TM": 4, "TN": 4, "KT": 8},
+        {"BLOCK_M": 64, "BLOCK_N": 128, "TM": 8, "TN": 4, "KT": 16},
+    ],
+)
+def test_the_short_k_gemm_kernel_stores_every_product_once(slots: dict[str, int]) -> None:
+    """gemm_direct.cu's index arithmetic, emulated: a row-major, a transposed and a batched A and B,
+    sizes no tile divides and K steps with a tail give torch's products, each stored once."""
+    from agent.templates import recognize, trace_tasks
+    from agent.templates.families import is_direct_gemm
+    from agent.templates.plan import GemmStage
+
+    plan = recognize(trace_tasks([TASKS / "short_k.py"])[0])  # type: ignore[arg-type]
+    assert isinstance(plan, Plan)
+    gemms = [s for s in plan.stages if isinstance(s, GemmStage)]
+    assert len(gemms) == 3 and all(is_direct_gemm(s) for s in gemms)
+    assert gemms[1].a.stride == [1, 130]  # at.t(): A transposed, read in place
+    torch.manual_seed(0)
+    for stage in gemms:
+        a_storage = torch.randn(max(numel_of(stage.a), 1), dtype=torch.float64)
+        b_storage = torch.randn(max(numel_of(stage.b), 1), dtype=torch.float64)
+        a = a_storage.as_strided(stage.a.shape, stage.a.stride)
+        b = b_storage.as_strided(stage.b.shape, stage.b.stride)
+        want = torch.matmul(a, b).reshape(stage.batch, stage.m, stage.n)
+        got, stores = emulate_gemm_direct(a_storage, b_storage, stage, slots)
+        assert bool((stores == 1).all()), stage.name
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def numel_of(view) -> int:
+    """The storage a view reaches: one past its farthest element."""
+    return 1 + sum((size - 1) * stride for size, stride in zip(view.shape, view.stride, strict=True))
+
+
+@pytest.mark.slow
+def test_the_short_k_gemm_template_compiles_with_several_slot_settings(
+    tmp_path: Path, build_cache: Path
+) -> None:
+    """A short K goes to the direct kernel, not cuBLAS, its epilogue fused into the store, and
+    it compiles with its slots varied (float4 and scalar stores, 64 to 1024 threads)."""
+    from agent.templates import recognize, trace_tasks
+
+    plan = recognize(trace_tasks([TASKS / "short_k.py"])[0])  # type: ignore[arg-type]
+    assert isinstance(plan, Plan) and {family_of(s).name for s in plan.stages} == {"gemm_direct"}
+    assert plan.family == "short-K gemm"
+    variants = [
+        {},
+        {"S0_VEC": 1, "S0_TN": 4, "S0_TM": 4, "S0_KT": 8, "S1_BLOCK_M": 64, "S1_FAST": 1, "S2_BLOCK_N": 64},
+    ]
+    root, built = compile_variants(plan, TASKS / "short_k.py", variants, tmp_path, build_cache)
+    assert built[0]["S0_VEC"] == 4 and built[0]["S2_VEC"] == 1  # N = 45: no float4 stores
+    source = (root / "kernels" / "s0_gemm_direct.cu").read_text()
+    assert "gemm_direct<<<" in source and "cublas" not in source
