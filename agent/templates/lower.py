@@ -152,6 +152,8 @@ def _gemm(b: Builder, node: OpNode) -> list[Any]:
     m, k, n = a.shape[-2], a.shape[-1], w.shape[-1]
     meta = node.outputs[0]
     assert meta is not None
+    if name == "mm" and n == 1:
+        return [_matrix_vector(b, a, w, meta.shape)]
     out = b.new_output(meta.shape)
     b.add_stage(
         GemmStage(name=f"s{len(b.stages)}", a=a, b=w, batch=batch, m=m, n=n, k=k, out=out.buf, ops=[name])
@@ -166,6 +168,15 @@ def _gemm(b: Builder, node: OpNode) -> list[Any]:
         scaled = b.ewise("mul", [bias, beta], {}, list(b.tensor(bias).shape), "addmm") if beta != 1 else bias
         value = b.ewise("add", [value, scaled], {"alpha": 1}, meta.shape, "addmm")
     return [value]
+
+
+def _matrix_vector(b: Builder, a: View, w: View, out_shape: list[int]) -> View:
+    """A (M, K) @ w (K, 1) as a row reduction of A times w broadcast along the rows: a GEMV moves
+    A once and has nothing for a GEMM's tiles to reuse (level-1 problem 4: cuBLAS read 89% of
+    the bandwidth floor)."""
+    column = View(buf=w.buf, shape=[w.shape[0]], stride=[w.stride[0]], offset=w.offset)
+    product = b.ewise("mul", [a, column], {}, a.shape, "mm")
+    return _reduce_stage(b, b.materialize(product), [1], "sum", out_shape, "mm", "float32")
 
 
 # -- convolution ---------------------------------------------------------------------------------

@@ -110,6 +110,33 @@ def test_gemm_epilogues_and_transposes(kernelbench_plans) -> None:
     assert isinstance(stage, GemmStage) and stage.a.stride == [1, 2048] and stage.b.stride == [1, 8192]
 
 
+def test_a_matrix_times_a_vector_is_one_row_reduction_and_a_short_k_gemm_goes_direct(
+    kernelbench_plans,
+) -> None:
+    """Level 1's problem 4 (2048 x 1048576 times a vector) sums each row of A times the vector,
+    fused, no GEMM; problems 7 and 9 (K of 64 and 32) go to the direct kernel, the rest to cuBLAS."""
+    from agent.templates.families import family_of
+
+    gemv = kernelbench_plans["level1/4_Matrix_vector_multiplication_.py"]
+    assert isinstance(gemv, Plan) and len(gemv.stages) == 1
+    stage = gemv.stages[0]
+    assert isinstance(stage, ReduceStage) and stage.op == "sum" and stage.src.fns == ["mul"]
+    assert (stage.outer, stage.r, stage.inner) == (2048, 1048576, 1)
+    vector = stage.src.operands[1].view
+    assert vector.shape == [1048576] and vector.buf == "in1"  # B read in place, broadcast along rows
+    direct = {
+        key: [family_of(s).name for s in plan.stages]
+        for key, plan in kernelbench_plans.items()
+        if isinstance(plan, Plan) and any(isinstance(s, GemmStage) for s in plan.stages)
+    }
+    short = {key for key, families in direct.items() if "gemm_direct" in families}
+    assert short == {
+        "level1/7_Matmul_with_small_K_dimension_.py",
+        "level1/9_Tall_skinny_matrix_multiplication_.py",
+    }
+    assert kernelbench_plans["level1/9_Tall_skinny_matrix_multiplication_.py"].family == "short-K gemm"
+
+
 def test_losses_fuse_their_prologue_into_the_reduction(kernelbench_plans) -> None:
     mse = kernelbench_plans["level1/94_MSELoss.py"]
     assert isinstance(mse, Plan) and len(mse.stages) == 1
