@@ -523,6 +523,7 @@ def test_the_short_k_gemm_kernel_stores_every_product_once(slots: dict[str, int]
     gemms = [s for s in plan.stages if isinstance(s, GemmStage)]
     assert len(gemms) == 3 and all(is_direct_gemm(s) for s in gemms)
     assert gemms[1].a.stride == [1, 130]  # at.t(): A transposed, read in place
+    assert [s.k for s in gemms] == [24, 24, 17]  # K steps of 8 and 16 leave a tail
     torch.manual_seed(0)
     for stage in gemms:
         a_storage = torch.randn(max(numel_of(stage.a), 1), dtype=torch.float64)

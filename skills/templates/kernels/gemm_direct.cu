@@ -1,7 +1,7 @@
-// GEMM family, direct, for a short K: C[b] = A[b] @ B[b] in FP32 FMAs, no cuBLAS. With K of 32
-// or 64 (KernelBench level 1, problems 7 and 9: 32768 x 32768 outputs) cuBLAS's SGEMM ran at
-// 26-39% of the bandwidth floor of writing C on an H200, and torch.compile calls the same cuBLAS:
-// its tiles are built for long K loops. Here a block stages its A and B tiles in shared memory KT
+// GEMM family, direct, for a short K (at most 32): C[b] = A[b] @ B[b] in FP32 FMAs, no cuBLAS.
+// With K of 32 (KernelBench level 1, problem 9: 32768 x 32768 outputs) cuBLAS's SGEMM ran at 39%
+// of the bandwidth floor of writing C on an H200, and torch.compile calls the same cuBLAS; this
+// kernel ran 1.15x faster (at K of 64, problem 7, 0.87x: there cuBLAS stays). Here a block stages its A and B tiles in shared memory KT
 // steps of K at a time (the whole K in one or two steps), each thread keeps a TM x TN tile of
 // C in registers, and the fused epilogue is applied as C is stored. A thread's rows are
 // BLOCK_M / TM apart and its columns come in groups of four, (BLOCK_N / TN) * 4 apart, so a

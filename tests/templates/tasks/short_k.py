@@ -20,9 +20,9 @@ class Model(nn.Module):
 
 def get_inputs():
     return [
-        torch.randn(130, 40),
-        torch.randn(40, 72),
-        torch.randn(40, 130),
+        torch.randn(130, 24),
+        torch.randn(24, 72),
+        torch.randn(24, 130),
         torch.randn(3, 67, 17),
         torch.randn(3, 17, 45),
     ]
