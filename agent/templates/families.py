@@ -436,9 +436,8 @@ def _conv_dims(stage: ConvStage) -> str:
     return "\n".join(lines)
 
 
-CUDNN_MAX_ELEMENTS = (
-    2**31 - 1
-)  # cuDNN's legacy descriptors index with int: level-1 problem 87's output is 2^31
+# cuDNN's legacy descriptors index with int: level-1 problem 87's output is 2^31 elements.
+CUDNN_MAX_ELEMENTS = 2**31 - 1
 
 
 def batch_chunk(batch: int, per_sample: int) -> int:
