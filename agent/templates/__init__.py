@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent.build.toolkit import visible_gpu_arch
 from agent.templates.graph import OpGraph, TraceError, trace_task, trace_tasks
 from agent.templates.plan import NotCovered, Plan
 from agent.templates.policy import TemplatePolicy
@@ -33,10 +34,14 @@ def build_policy(
     use_tune: bool = False,
 ) -> TemplatePolicy | NotCovered:
     """The policy for a task, or why the library does not cover it. `gpu` (SM count, shared
-    memory) sizes the first guesses; None assumes an H100/H200."""
+    memory) sizes the first guesses; None assumes an H100/H200 of the visible GPU's compute
+    capability."""
     plan = plan_task(task_path, sandbox_kind=sandbox_kind)
     if isinstance(plan, NotCovered):
         return plan
+    if gpu is None and (arch := visible_gpu_arch()):
+        # Clusters (sm_90) only where the GPU has them; nvidia-smi, not torch: no CUDA context here.
+        gpu = DeviceLimits(compute_capability=int("".join(ch for ch in arch.split("+")[0] if ch.isdigit())))
     return TemplatePolicy.for_task(
         task_path, plan, gpu=gpu, allow_tf32=allow_tf32, max_candidates=max_candidates, use_tune=use_tune
     )

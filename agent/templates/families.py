@@ -33,7 +33,7 @@ from agent.templates.plan import (
 
 Dimension = Literal["config", "memory", "compute", "reduction"]
 TEMPLATE_DIR = "templates"
-COMMON_HEADERS = ("tk_common.cuh", "reduce_acc.cuh", "tk_epilogue.cuh", "tk_tile.cuh")
+COMMON_HEADERS = ("tk_common.cuh", "reduce_acc.cuh", "tk_epilogue.cuh", "tk_tile.cuh", "tk_cluster.cuh")
 IDENT = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
 REDUCE_OPS = {"sum": 0, "mean": 1, "max": 2, "min": 3, "prod": 4, "argmax": 5, "argmin": 6, "logsumexp": 7}
 
@@ -64,12 +64,14 @@ _UNROLL = SlotDecl("UNROLL", (1, 2, 4, 8), "compute", "independent loads in flig
 _FAST = SlotDecl("FAST", (0, 1), "compute", "1: hardware exp/log/tanh approximations")
 _SPLIT = SlotDecl("SPLIT", (1, 4, 16, 64, 256, 1024), "reduction", "blocks sharing one reduction")
 _ATOMIC = SlotDecl("ATOMIC", (0, 1), "reduction", "1: split partials merged with atomicAdd")
+# A thread-block cluster (sm_90) holding one row or group in its blocks' shared memory: one read.
+_CLUSTER = SlotDecl("CLUSTER", (1, 2, 4, 8, 16), "reduction", "blocks of a cluster sharing a row on chip")
 
 # The direct tiled families (dwconv, pool): a block's tile of outputs from an input patch.
 _TILE_SLOTS = (
     SlotDecl("BLOCK_W", (32, 64, 128), "config", "threads per block along the output's width"),
     SlotDecl("ROWS", (1, 2, 4, 8), "config", "threads per block along the output's height"),
-    SlotDecl("OUT_W", (1, 2, 4), "compute", "outputs per thread along the width"),
+    SlotDecl("OUT_W", (1, 2, 4, 8), "compute", "outputs per thread along the width"),
     SlotDecl("OUT_H", (1, 2, 4), "compute", "outputs per thread along the height"),
     _FAST,
 )
@@ -137,12 +139,18 @@ FAMILIES: dict[str, Family] = {
             _BLOCK,
             _VEC,
             _FAST,
-            SlotDecl("STRATEGY", (0, 1), "reduction", "0 warp per row, 1 block per row"),
+            SlotDecl(
+                "STRATEGY", (0, 1, 2), "reduction", "0 warp per row, 1 block per row, 2 cluster per row"
+            ),
             SlotDecl("ALGO", (0, 1, 2), "reduction", "0 three passes, 1 online, 2 row in shared memory"),
+            _CLUSTER,
         ),
         (
             "VEC == 1 or (D % VEC == 0 and CAN_VEC >= VEC)",
-            "ALGO != 2 or (BLOCK // 32 if STRATEGY == 0 else 1) * D * 4 <= max_shared_optin - 4096",
+            "ALGO != 2 or (BLOCK // 32 if STRATEGY == 0 else 1) * ((D + CLUSTER - 1) // CLUSTER) * 4"
+            " <= max_shared_optin - 4096",
+            "(STRATEGY == 2) == (CLUSTER > 1)",
+            "STRATEGY != 2 or (ALGO == 2 and compute_capability >= 90)",
         ),
     ),
     "scan": Family(
@@ -163,14 +171,23 @@ FAMILIES: dict[str, Family] = {
             _BLOCK,
             _VEC,
             _FAST,
-            SlotDecl("ALGO", (0, 1, 2, 3), "reduction", "0 two-pass, 1 sum+sumsq, 2 Welford, 3 cached"),
+            SlotDecl(
+                "ALGO",
+                (0, 1, 2, 3, 4),
+                "reduction",
+                "0 two-pass, 1 sum+sumsq, 2 Welford, 3 cached, 4 cluster",
+            ),
             SlotDecl("SPLIT", (1, 2, 4, 8, 16, 32, 64), "reduction", "blocks sharing one group"),
+            _CLUSTER,
         ),
         (
             "VEC == 1 or (INNER % VEC == 0 and CAN_VEC >= VEC)",
             "SPLIT == 1 or ALGO == 1 or ALGO == 2",
             "ALGO != 3 or COUNT * 4 <= max_shared_optin - 4096",
             "SPLIT == 1 or COUNT >= SPLIT * BLOCK * VEC",
+            "(ALGO == 4) == (CLUSTER > 1)",
+            "ALGO != 4 or (compute_capability >= 90 and (COUNT + CLUSTER - 1) // CLUSTER * 4"
+            " <= max_shared_optin - 4096)",
         ),
     ),
     "gemm": Family(

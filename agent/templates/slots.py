@@ -195,8 +195,9 @@ class DecisionMaker:
 # outputs each (a 3 x 3 window's patch is 1.27 reads per output), down to what a wide window's
 # patch leaves room for in 48 KiB (level-1 problem 45: an 11 x 11 window, 64 x 1 threads).
 TILE_SHAPES = ((64, 4, 2, 2), (64, 4, 1, 1), (128, 2, 1, 1), (64, 2, 1, 1), (128, 1, 1, 1), (64, 1, 1, 1))
-# An output of height 1 (1D as 2D: level-1 problems 41 and 44) would leave all rows but one idle.
-ROW_TILE_SHAPES = ((128, 1, 4, 1), (128, 1, 2, 1), (128, 1, 1, 1), (64, 1, 1, 1))
+# An output of height 1 (1D as 2D: level-1 problems 41 and 44) would leave all rows but one idle;
+# 8 outputs a thread give its block a patch of about 1024 floats to load, 8 loads a thread in flight.
+ROW_TILE_SHAPES = ((128, 1, 8, 1), (128, 1, 4, 1), (128, 1, 2, 1), (128, 1, 1, 1), (64, 1, 1, 1))
 
 
 def tile_shape(stage: Stage) -> dict[str, int]:
@@ -302,19 +303,26 @@ class ReductionAgent(DecisionMaker):
         if isinstance(stage, ReduceStage):
             return self._reduce(slot, stage, sms)
         if isinstance(stage, SoftmaxStage):
-            if slot.local == "STRATEGY":
-                return 0 if stage.d <= 1024 else 1
             rows_per_block = 4 if stage.d <= 1024 else 1
             fits = rows_per_block * stage.d * 4 <= obs.gpu.max_shared_optin - 4096
-            return 2 if fits else 1
+            cluster = 1 if fits else cluster_size(stage.d, obs.gpu)
+            if slot.local == "CLUSTER":
+                return cluster
+            if slot.local == "STRATEGY":
+                return 0 if stage.d <= 1024 else 2 if cluster > 1 else 1
+            return 2 if fits or cluster > 1 else 1
         if isinstance(stage, NormStage):
             count = stage.outer * stage.inner
-            split = 1 if stage.groups >= 2 * sms else -(-2 * sms // stage.groups)
+            # Past one block's shared memory, a cluster holds the group on chip (one read).
+            cluster = 1 if count * 4 <= obs.gpu.max_shared_optin - 4096 else cluster_size(count, obs.gpu)
+            split = 1 if stage.groups >= 2 * sms or cluster > 1 else -(-2 * sms // stage.groups)
             if slot.local == "SPLIT":
                 return _nearest(slot, min(split, max(1, count // 4096)))
+            if slot.local == "CLUSTER":
+                return cluster
             # Welford (2) measured faster than the shared-memory cache (3) on an H200 even when the
             # group fits (LayerNorm over 4096: 0.26 vs 0.36 ms); the cache stays for exploration.
-            return 2
+            return 4 if cluster > 1 else 2
         return slot.values[0]
 
     def _reduce(self, slot: Slot, stage: ReduceStage, sms: int) -> int:
@@ -332,6 +340,24 @@ class ReductionAgent(DecisionMaker):
         if slot.local == "SPLIT":
             return _nearest(slot, min(split, stage.r))
         return 0
+
+
+# A cluster block's part of a row: at most about 100 KiB, so two blocks share a SM and one loads
+# while the other computes or stores.
+CLUSTER_PART_BYTES = 100 * 1024
+CLUSTER_SIZES = (2, 4, 8, 16)
+
+
+def cluster_size(count: int, gpu: DeviceLimits) -> int:
+    """The smallest thread-block cluster whose blocks hold `count` floats on chip (parts of at most
+    CLUSTER_PART_BYTES, else of what a block may have); 1 when there is none or no sm_90."""
+    if gpu.compute_capability < 90:
+        return 1
+    for limit in (CLUSTER_PART_BYTES, gpu.max_shared_optin - 4096):
+        for size in CLUSTER_SIZES:
+            if -(-count // size) * 4 <= limit:
+                return size
+    return 1
 
 
 def default_makers() -> list[DecisionMaker]:

@@ -54,6 +54,7 @@ class DeviceLimits(BaseModel):
     max_shared_optin: int = 227 * 1024
     warp_size: int = 32
     sm_count: int = 132
+    compute_capability: int = Field(90, description="major * 10 + minor: 90 for sm_90 (clusters need it)")
 
     @classmethod
     def detect(cls) -> DeviceLimits:
@@ -70,6 +71,7 @@ class DeviceLimits(BaseModel):
                 max_shared_optin=int(optin),
                 warp_size=getattr(props, "warp_size", 32) or 32,
                 sm_count=props.multi_processor_count,
+                compute_capability=props.major * 10 + props.minor,
             )
         except Exception:
             return cls()

@@ -71,7 +71,21 @@ def test_constraints_between_slots(kernelbench_plans) -> None:
     softmax = kernelbench_plans["level1/23_Softmax.py"]  # rows of 393216 floats: 1.5 MB
     assert isinstance(softmax, Plan)
     space, config = _space(softmax)
-    assert config["S0_ALGO"] != 2 and not space.valid({**config, "S0_ALGO": 2})
+    # Past one block's shared memory, a cluster of 16 holds the row (96 KiB a block), cached.
+    assert (config["S0_STRATEGY"], config["S0_CLUSTER"], config["S0_ALGO"]) == (2, 16, 2)
+    assert space.valid({**config, "S0_CLUSTER": 8})  # 192 KiB a block still fits
+    assert not space.valid({**config, "S0_CLUSTER": 4})  # 384 KiB does not
+    assert not space.valid({**config, "S0_STRATEGY": 1})  # a cluster only with its strategy
+    assert not space.valid({**config, "S0_STRATEGY": 1, "S0_CLUSTER": 1})  # a block cannot cache the row
+    assert space.valid({**config, "S0_STRATEGY": 1, "S0_CLUSTER": 1, "S0_ALGO": 1})
+    assert not space.valid({**config, "S0_ALGO": 1})  # the cluster caches its row
+    before_hopper, _ = _space(softmax, gpu=DeviceLimits(compute_capability=80))
+    assert not before_hopper.valid(config)  # clusters need sm_90
+    instance = kernelbench_plans["level1/34_InstanceNorm.py"]  # groups of 512 x 512 floats: 1 MiB
+    assert isinstance(instance, Plan)
+    space, config = _space(instance)
+    assert (config["S0_ALGO"], config["S0_CLUSTER"], config["S0_SPLIT"]) == (4, 16, 1)
+    assert not space.valid({**config, "S0_SPLIT": 2}) and not space.valid({**config, "S0_CLUSTER": 2})
 
     layernorm = kernelbench_plans["level1/40_LayerNorm.py"]
     assert isinstance(layernorm, Plan)

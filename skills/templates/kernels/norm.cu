@@ -4,16 +4,22 @@
 // (affine: per element j, per channel of the group, or per group) and passed through epi.
 // ALGO (the reduction agent): 0 two passes for the statistics (mean, then squared deviations),
 // 1 one pass of sum and sum of squares, 2 one pass of Welford, 3 the group cached in shared
-// memory (one global read). SPLIT > 1 (ALGO 1 or 2) spreads a group over SPLIT blocks: a first
-// kernel writes partial statistics, the second merges them and normalizes. Slots: BLOCK
-// (config), VEC (memory), FAST (compute: rsqrtf and __expf), ALGO, SPLIT (reduction).
+// memory (one global read), 4 the group split over a cluster of CLUSTER blocks (sm_90), each
+// caching its part (one global read of a group too large for one block). SPLIT > 1 (ALGO 1 or 2)
+// spreads a group over SPLIT blocks: a first kernel writes partial statistics, the second merges
+// them and normalizes. Slots: BLOCK (config), VEC (memory), FAST (compute: rsqrtf and __expf),
+// ALGO, SPLIT, CLUSTER (reduction).
 #include "tune_config.h"
 {{SLOTS}}
 #define T_FAST FAST
-#include "tk_common.cuh"
+#include "reduce_acc.cuh"
+#if ALGO == 4
+#include "tk_cluster.cuh"
+#endif
 
 static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK must be a multiple of 32, at most 1024");
 static_assert(SPLIT == 1 || ALGO == 1 || ALGO == 2, "SPLIT > 1 needs one-pass statistics (ALGO 1 or 2)");
+static_assert((ALGO == 4) == (CLUSTER > 1) && (ALGO != 4 || SPLIT == 1), "ALGO 4 is the cluster's");
 
 namespace {
 
@@ -21,6 +27,7 @@ namespace {
 constexpr int64_t kCount = kOuter * kInner;  // elements per group
 static_assert(VEC == 1 || kInner % VEC == 0, "VEC must divide INNER");
 constexpr int64_t kChunk = ((kCount + SPLIT - 1) / SPLIT + VEC - 1) / VEC * VEC;
+constexpr int64_t kPart = ((kCount + CLUSTER - 1) / CLUSTER + VEC - 1) / VEC * VEC;  // a cluster block's
 
 {{SRC}}
 
@@ -154,6 +161,74 @@ __global__ void __launch_bounds__(BLOCK) norm_apply(tk::Ptrs P, const tk::Stats*
   normalize(P, nullptr, out, g, begin, end, s.mean, inv_std(s));
 }
 
+#if ALGO == 4
+constexpr int64_t kStep = (int64_t)BLOCK * VEC;
+constexpr int64_t kIters = (kPart + kStep - 1) / kStep;
+constexpr int kBatch = 4;  // vector loads in flight per thread while the part is staged
+
+// Two-pass statistics over the whole group from the parts on chip: the mean, then the squared
+// deviations from it, each summed over the cluster.
+__global__ void __launch_bounds__(BLOCK) norm_cluster(tk::Ptrs P, float* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();
+#else
+  extern __shared__ __align__(16) float part[];
+  __shared__ float exchange[2];
+  const int64_t g = blockIdx.x / CLUSTER;
+  const int64_t begin = (int64_t)cooperative_groups::this_cluster().block_rank() * kPart;
+  const int64_t len = kCount - begin < kPart ? (kCount - begin > 0 ? kCount - begin : 0) : kPart;
+  float sum = 0.f;
+  for (int64_t i0 = 0; i0 < kIters; i0 += kBatch) {
+    float x[kBatch][1][VEC];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t k = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
+      if (i0 + u < kIters && k < len) src<VEC>(P, element(g, begin + k), nullptr, x[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t k = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
+      if (i0 + u < kIters && k < len) {
+        tk::store_vec<VEC>(part + k, x[u][0]);
+#pragma unroll
+        for (int l = 0; l < VEC; ++l) sum += x[u][0][l];
+      }
+    }
+  }
+  sum = tk::block_reduce<0, BLOCK>({sum, 0.f, 0}).a;
+  const float mean = tk::cluster_total<0, CLUSTER>(sum, &exchange[0]) / (float)kCount;
+  float dev = 0.f;
+  for (int64_t k = (int64_t)threadIdx.x * VEC; k < len; k += kStep) {
+    float x[VEC];
+    tk::shared_load<VEC>(x, part + k);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) dev += (x[l] - mean) * (x[l] - mean);
+  }
+  dev = tk::block_reduce<0, BLOCK>({dev, 0.f, 0}).a;
+  const float m2 = tk::cluster_total<0, CLUSTER>(dev, &exchange[1]);
+  tk::cluster_arrive();
+  const float rstd = inv_std({(float)kCount, mean, m2});
+  for (int64_t k = (int64_t)threadIdx.x * VEC; k < len; k += kStep) {
+    float x[VEC];
+    tk::shared_load<VEC>(x, part + k);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {
+      const int64_t a = affine_index(g, begin + k + l);
+      (void)a;
+      x[l] = (x[l] - mean) * rstd;
+      if constexpr (kWeight >= 0) x[l] *= __ldg(P.p[kWeight < 0 ? 0 : kWeight] + a);
+      if constexpr (kBias >= 0) x[l] += __ldg(P.p[kBias < 0 ? 0 : kBias] + a);
+    }
+    const int64_t i = element(g, begin + k);
+    float res[1][VEC];
+    epi<VEC>(P, i, x, res);
+    tk::store_vec<VEC>(out + i, res[0]);
+  }
+  tk::cluster_wait();
+#endif
+}
+#endif
+
 }  // namespace
 
 extern "C" size_t {{NS}}_scratch_bytes() { return SPLIT > 1 ? (size_t)kGroups * SPLIT * sizeof(tk::Stats) : 0; }
@@ -163,6 +238,11 @@ extern "C" cudaError_t {{NS}}_launch(const float* const* ins, void* const* outs,
   tk::Ptrs P{};
 {{BIND_INPUTS}}
   float* out = static_cast<float*>(outs[0]);
+#if ALGO == 4
+  (void)scratch;
+  return tk::launch_clustered(norm_cluster, (unsigned)(kGroups * CLUSTER), BLOCK, (size_t)kPart * sizeof(float),
+                              CLUSTER, stream, P, out);
+#endif
   if (SPLIT == 1) {
     const size_t smem = ALGO == 3 ? (size_t)kCount * sizeof(float) : 0;
     if (smem > 48 * 1024) {

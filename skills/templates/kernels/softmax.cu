@@ -1,13 +1,19 @@
 // Softmax family: out[row, :] = epi(softmax(src[row, :])) (or log-softmax) over rows of D
-// elements. STRATEGY: 0 a warp per row (short rows), 1 a block per row. ALGO (the reduction
+// elements. STRATEGY: 0 a warp per row (short rows), 1 a block per row, 2 a cluster of CLUSTER
+// blocks per row (sm_90), each holding D / CLUSTER of it in shared memory. ALGO (the reduction
 // agent): 0 three passes (max, sum of exp, write), 1 online (max and sum in one pass, then
-// write), 2 the row cached in shared memory (one global read; needs the rows of a block to fit).
-// Slots: BLOCK (config), VEC (memory), FAST (compute), STRATEGY, ALGO (reduction).
-// Constraints: D % VEC == 0 when VEC > 1; ALGO 2 only when the rows fit in shared memory.
+// write), 2 the row cached in shared memory (one global read; needs the rows of a block, or the
+// cluster's part of a row, to fit).
+// Slots: BLOCK (config), VEC (memory), FAST (compute), STRATEGY, ALGO, CLUSTER (reduction).
+// Constraints: D % VEC == 0 when VEC > 1; ALGO 2 only when the rows fit in shared memory;
+// STRATEGY 2 exactly when CLUSTER > 1, and only with ALGO 2.
 #include "tune_config.h"
 {{SLOTS}}
 #define T_FAST FAST
 #include "reduce_acc.cuh"
+#if STRATEGY == 2
+#include "tk_cluster.cuh"
+#endif
 
 static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "BLOCK must be a multiple of 32, at most 1024");
 
@@ -17,6 +23,9 @@ namespace {
 static_assert(VEC == 1 || kD % VEC == 0, "VEC must divide the row length");
 constexpr int kThreads = STRATEGY == 0 ? 32 : BLOCK;
 constexpr int kRowsPerBlock = STRATEGY == 0 ? BLOCK / 32 : 1;
+static_assert((STRATEGY == 2) == (CLUSTER > 1) && (STRATEGY != 2 || ALGO == 2), "a cluster per row caches it");
+// A cluster's block holds kChunk elements of its row (a multiple of VEC, so vectors stay aligned).
+constexpr int64_t kChunk = ((kD + CLUSTER - 1) / CLUSTER + VEC - 1) / VEC * VEC;
 
 {{SRC}}
 
@@ -94,6 +103,64 @@ __global__ void __launch_bounds__(BLOCK) softmax_kernel(tk::Ptrs P, float* out) 
   }
 }
 
+#if STRATEGY == 2
+constexpr int64_t kStep = (int64_t)BLOCK * VEC;
+constexpr int64_t kIters = (kChunk + kStep - 1) / kStep;
+constexpr int kBatch = 4;  // vector loads in flight per thread while the part is staged
+
+__global__ void __launch_bounds__(BLOCK) softmax_cluster(tk::Ptrs P, float* out) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  __trap();
+#else
+  extern __shared__ __align__(16) float part[];
+  __shared__ float exchange[2];
+  const int64_t row = blockIdx.x / CLUSTER;
+  const int64_t begin = (int64_t)cooperative_groups::this_cluster().block_rank() * kChunk;
+  const int64_t len = kD - begin < kChunk ? (kD - begin > 0 ? kD - begin : 0) : kChunk;
+  const int64_t base = row * kD + begin;
+  float m = -INFINITY;
+  for (int64_t i0 = 0; i0 < kIters; i0 += kBatch) {
+    float x[kBatch][1][VEC];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t c = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
+      if (i0 + u < kIters && c < len) src<VEC>(P, base + c, nullptr, x[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t c = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
+      if (i0 + u < kIters && c < len) {
+        tk::store_vec<VEC>(part + c, x[u][0]);
+#pragma unroll
+        for (int l = 0; l < VEC; ++l) m = fmaxf(m, x[u][0][l]);
+      }
+    }
+  }
+  const float row_max = tk::cluster_total<2, CLUSTER>(row_total<2>({m, 0.f, 0}).a, &exchange[0]);
+  float s = 0.f;
+  for (int64_t c = (int64_t)threadIdx.x * VEC; c < len; c += kStep) {
+    float x[VEC];
+    tk::shared_load<VEC>(x, part + c);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) s += T_EXP(x[l] - row_max);
+  }
+  const float row_sum = tk::cluster_total<0, CLUSTER>(row_total<0>({s, 0.f, 0}).a, &exchange[1]);
+  tk::cluster_arrive();
+  const float inv = 1.0f / row_sum, log_s = T_LOG(row_sum);
+  for (int64_t c = (int64_t)threadIdx.x * VEC; c < len; c += kStep) {
+    float x[VEC];
+    tk::shared_load<VEC>(x, part + c);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) x[l] = kLog ? x[l] - row_max - log_s : T_EXP(x[l] - row_max) * inv;
+    float res[1][VEC];
+    epi<VEC>(P, base + c, x, res);
+    tk::store_vec<VEC>(out + base + c, res[0]);
+  }
+  tk::cluster_wait();
+#endif
+}
+#endif
+
 }  // namespace
 
 extern "C" size_t {{NS}}_scratch_bytes() { return 0; }
@@ -104,6 +171,10 @@ extern "C" cudaError_t {{NS}}_launch(const float* const* ins, void* const* outs,
   tk::Ptrs P{};
 {{BIND_INPUTS}}
   float* out = static_cast<float*>(outs[0]);
+#if STRATEGY == 2
+  return tk::launch_clustered(softmax_cluster, (unsigned)(kRows * CLUSTER), BLOCK, (size_t)kChunk * sizeof(float),
+                              CLUSTER, stream, P, out);
+#endif
   const size_t smem = ALGO == 2 ? (size_t)kRowsPerBlock * kD * sizeof(float) : 0;
   if (smem > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(softmax_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
