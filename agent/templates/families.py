@@ -233,7 +233,12 @@ FAMILIES: dict[str, Family] = {
         ("MATH == 0 or ALLOW_TF32 == 1", "EPI_VEC == 1 or CAN_VEC >= EPI_VEC"),
     ),
     "dwconv": Family("dwconv", "dwconv.cu", _TILE_SLOTS, (_PATCH_FITS,)),
-    "pool": Family("pool", "pool.cu", _TILE_SLOTS, (_PATCH_FITS,)),
+    "pool": Family(
+        "pool",
+        "pool.cu",
+        (*_TILE_SLOTS, SlotDecl("PATCH", (1, 0), "memory", "1: the window's patch staged in shared memory")),
+        (_PATCH_FITS,),
+    ),
 }
 
 
@@ -316,6 +321,17 @@ def dwconv_geometry(stage: ConvStage) -> dict[str, int]:
         "OH": out[2], "OW": out[3], "KH": k[0], "KW": k[1], "SH": stride[0], "SW": stride[1],
         "PH": padding[0], "PW": padding[1], "DH": dilation[0], "DW": dilation[1],
     }  # fmt: skip
+
+
+def is_copy(program: Program) -> bool:
+    """Whether the program's element i is the one operand's element i (the stage reads its input as
+    it is): a cluster template then copies it to shared memory asynchronously (cp.async)."""
+    return (
+        len(program.operands) == 1
+        and program.operands[0].kind == "same"
+        and [(i.fn, i.args) for i in program.instrs] == [("copy", ["o0"])]
+        and program.outputs == [0]
+    )
 
 
 def _can_vec(*programs: Program | None) -> int:
@@ -547,7 +563,12 @@ def render_stage(stage: Stage, values: dict[str, int], *, sm_count: int) -> str:
                 "kInner": stage.inner, "kAtomicOk": int(stage.op in ("sum", "mean") and stage.epilogue is None),
             }  # fmt: skip
         elif isinstance(stage, SoftmaxStage):
-            common |= {"kRows": stage.rows, "kD": stage.d, "kLog": int(stage.log)}
+            common |= {
+                "kRows": stage.rows,
+                "kD": stage.d,
+                "kLog": int(stage.log),
+                "kDirect": int(is_copy(stage.src)),
+            }
         elif isinstance(stage, ScanStage):
             common |= {
                 "kRows": stage.rows, "kD": stage.d, "kProd": int(stage.op == "prod"), "kReverse": int(stage.reverse),
@@ -559,7 +580,7 @@ def render_stage(stage: Stage, values: dict[str, int], *, sm_count: int) -> str:
             fill["AFFINE"] = _affine(stage)
             common |= {
                 "kOuter": stage.outer, "kGroups": stage.groups, "kInner": stage.inner,
-                "kWeight": weight, "kBias": bias, "kEps": float(stage.eps),
+                "kWeight": weight, "kBias": bias, "kEps": float(stage.eps), "kDirect": int(is_copy(stage.src)),
             }  # fmt: skip
     fill["CONSTANTS"] = constants(common)
     text = template_text(family.template)

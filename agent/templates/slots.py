@@ -259,6 +259,11 @@ class MemoryAgent(DecisionMaker):
             return _nearest(slot, 8)
         if slot.local == "KT":  # a short K in one or two steps: fewer barriers
             return _nearest(slot, 32)
+        if slot.local == "PATCH":
+            # A 1D pool's block stages a patch of about a thousand floats behind two barriers: on an
+            # H200 it read at 49-53% of the floor (level-1 problems 41, 44); its windows read
+            # through L1 need no barrier. 2D and 3D windows reuse a staged patch across rows.
+            return 0 if stage_constants(obs.stage(slot.stage))["OH"] == 1 else 1
         # The widest vector the operands allow; repair() lowers it when a size does not divide.
         can = stage_constants(obs.stage(slot.stage)).get("CAN_VEC", 1)
         return _nearest(slot, can)
