@@ -69,7 +69,7 @@ _CLUSTER = SlotDecl("CLUSTER", (1, 2, 4, 8, 16), "reduction", "blocks of a clust
 
 # The direct tiled families (dwconv, pool): a block's tile of outputs from an input patch.
 _TILE_SLOTS = (
-    SlotDecl("BLOCK_W", (32, 64, 128), "config", "threads per block along the output's width"),
+    SlotDecl("BLOCK_W", (32, 64, 128, 256), "config", "threads per block along the output's width"),
     SlotDecl("ROWS", (1, 2, 4, 8), "config", "threads per block along the output's height"),
     SlotDecl("OUT_W", (1, 2, 4, 8), "compute", "outputs per thread along the width"),
     SlotDecl("OUT_H", (1, 2, 4), "compute", "outputs per thread along the height"),
@@ -233,12 +233,7 @@ FAMILIES: dict[str, Family] = {
         ("MATH == 0 or ALLOW_TF32 == 1", "EPI_VEC == 1 or CAN_VEC >= EPI_VEC"),
     ),
     "dwconv": Family("dwconv", "dwconv.cu", _TILE_SLOTS, (_PATCH_FITS,)),
-    "pool": Family(
-        "pool",
-        "pool.cu",
-        (*_TILE_SLOTS, SlotDecl("PATCH", (1, 0), "memory", "1: the window's patch staged in shared memory")),
-        (_PATCH_FITS,),
-    ),
+    "pool": Family("pool", "pool.cu", _TILE_SLOTS, (_PATCH_FITS,)),
 }
 
 
@@ -321,17 +316,6 @@ def dwconv_geometry(stage: ConvStage) -> dict[str, int]:
         "OH": out[2], "OW": out[3], "KH": k[0], "KW": k[1], "SH": stride[0], "SW": stride[1],
         "PH": padding[0], "PW": padding[1], "DH": dilation[0], "DW": dilation[1],
     }  # fmt: skip
-
-
-def is_copy(program: Program) -> bool:
-    """Whether the program's element i is the one operand's element i (the stage reads its input as
-    it is): a cluster template then copies it to shared memory asynchronously (cp.async)."""
-    return (
-        len(program.operands) == 1
-        and program.operands[0].kind == "same"
-        and [(i.fn, i.args) for i in program.instrs] == [("copy", ["o0"])]
-        and program.outputs == [0]
-    )
 
 
 def _can_vec(*programs: Program | None) -> int:
@@ -563,12 +547,7 @@ def render_stage(stage: Stage, values: dict[str, int], *, sm_count: int) -> str:
                 "kInner": stage.inner, "kAtomicOk": int(stage.op in ("sum", "mean") and stage.epilogue is None),
             }  # fmt: skip
         elif isinstance(stage, SoftmaxStage):
-            common |= {
-                "kRows": stage.rows,
-                "kD": stage.d,
-                "kLog": int(stage.log),
-                "kDirect": int(is_copy(stage.src)),
-            }
+            common |= {"kRows": stage.rows, "kD": stage.d, "kLog": int(stage.log)}
         elif isinstance(stage, ScanStage):
             common |= {
                 "kRows": stage.rows, "kD": stage.d, "kProd": int(stage.op == "prod"), "kReverse": int(stage.reverse),
@@ -580,7 +559,7 @@ def render_stage(stage: Stage, values: dict[str, int], *, sm_count: int) -> str:
             fill["AFFINE"] = _affine(stage)
             common |= {
                 "kOuter": stage.outer, "kGroups": stage.groups, "kInner": stage.inner,
-                "kWeight": weight, "kBias": bias, "kEps": float(stage.eps), "kDirect": int(is_copy(stage.src)),
+                "kWeight": weight, "kBias": bias, "kEps": float(stage.eps),
             }  # fmt: skip
     fill["CONSTANTS"] = constants(common)
     text = template_text(family.template)

@@ -196,8 +196,15 @@ class DecisionMaker:
 # patch leaves room for in 48 KiB (level-1 problem 45: an 11 x 11 window, 64 x 1 threads).
 TILE_SHAPES = ((64, 4, 2, 2), (64, 4, 1, 1), (128, 2, 1, 1), (64, 2, 1, 1), (128, 1, 1, 1), (64, 1, 1, 1))
 # An output of height 1 (1D as 2D: level-1 problems 41 and 44) would leave all rows but one idle;
-# 8 outputs a thread give its block a patch of about 1024 floats to load, 8 loads a thread in flight.
-ROW_TILE_SHAPES = ((128, 1, 8, 1), (128, 1, 4, 1), (128, 1, 2, 1), (128, 1, 1, 1), (64, 1, 1, 1))
+# 256 threads at 8 outputs each give a block a patch of about 2048 floats, 9 loads a thread in flight.
+ROW_TILE_SHAPES = (
+    (256, 1, 8, 1),
+    (128, 1, 8, 1),
+    (128, 1, 4, 1),
+    (128, 1, 2, 1),
+    (128, 1, 1, 1),
+    (64, 1, 1, 1),
+)
 
 
 def tile_shape(stage: Stage) -> dict[str, int]:
@@ -259,11 +266,6 @@ class MemoryAgent(DecisionMaker):
             return _nearest(slot, 8)
         if slot.local == "KT":  # a short K in one or two steps: fewer barriers
             return _nearest(slot, 32)
-        if slot.local == "PATCH":
-            # A 1D pool's block stages a patch of about a thousand floats behind two barriers: on an
-            # H200 it read at 49-53% of the floor (level-1 problems 41, 44); its windows read
-            # through L1 need no barrier. 2D and 3D windows reuse a staged patch across rows.
-            return 0 if stage_constants(obs.stage(slot.stage))["OH"] == 1 else 1
         # The widest vector the operands allow; repair() lowers it when a size does not divide.
         can = stage_constants(obs.stage(slot.stage)).get("CAN_VEC", 1)
         return _nearest(slot, can)

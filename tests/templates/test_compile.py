@@ -563,8 +563,8 @@ def test_the_short_k_gemm_template_compiles_with_several_slot_settings(
 
 
 # Every cluster path of the softmax and norm templates: 16 blocks over a 200-element row leave the
-# last three with no part; a computed source (log-softmax of x * 2 - 1) stages through src, the
-# others copy asynchronously; GroupNorm's per-channel affine parameters index across parts.
+# last three with no part; a computed source (log-softmax of x * 2 - 1) stages through src;
+# GroupNorm's per-channel affine parameters index across parts.
 CLUSTER_VARIANTS = [
     {"S0_STRATEGY": 2, "S0_ALGO": 2, "S0_CLUSTER": 16, "S0_BLOCK": 64, "S0_VEC": 4,
      "S1_STRATEGY": 2, "S1_ALGO": 2, "S1_CLUSTER": 8, "S1_BLOCK": 128, "S1_VEC": 2,
@@ -593,15 +593,13 @@ def test_the_cluster_templates_compile_with_several_slot_settings(tmp_path: Path
     root, built = compile_variants(plan, TASKS / "clusters.py", CLUSTER_VARIANTS, tmp_path, build_cache)
     for variant, config in zip(CLUSTER_VARIANTS, built, strict=True):
         assert all(config[k] == v for k, v in variant.items()), config  # valid as asked: nothing repaired
-    source = (root / "kernels" / "s0_softmax.cu").read_text()
-    assert "constexpr int64_t kDirect = 1LL;" in source and "softmax_cluster" in source
-    assert "constexpr int64_t kDirect = 0LL;" in (root / "kernels" / "s1_softmax.cu").read_text()
+    assert "softmax_cluster" in (root / "kernels" / "s0_softmax.cu").read_text()
+    assert "norm_cluster" in (root / "kernels" / "s2_norm.cu").read_text()
 
 
 @pytest.mark.gpu
 def test_the_cluster_templates_are_correct_on_the_gpu(tmp_path: Path, build_cache: Path) -> None:
-    """The referee's verdict on each cluster variant (the persistent clusters walk 3000 rows and 1200
-    groups, so each exchanges statistics many times through the alternating slots)."""
+    """The referee's verdict on each cluster variant (3000 rows and 1200 groups: a cluster each)."""
     from agent.referee.evaluate import evaluate
     from agent.referee.options import EvalOptions
 

@@ -164,98 +164,67 @@ __global__ void __launch_bounds__(BLOCK) norm_apply(tk::Ptrs P, const tk::Stats*
 #if ALGO == 4
 constexpr int64_t kStep = (int64_t)BLOCK * VEC;
 constexpr int64_t kIters = (kPart + kStep - 1) / kStep;
-constexpr int kBatch = 4;  // vector loads in flight per thread when src is computed, not copied
+constexpr int kBatch = 4;  // vector loads in flight per thread while the part is staged
 
-// This block's part of group g (len elements from element begin) into shared memory:
-// asynchronous copies when src is the input itself (kDirect), else src's values.
-__device__ __forceinline__ void stage_part(const tk::Ptrs& P, float* part, int64_t g, int64_t begin, int64_t len) {
-  if constexpr (kDirect) {
-    for (int64_t k = (int64_t)threadIdx.x * VEC; k < len; k += kStep)
-      tk::cp_async<VEC>(part + k, P.p[0] + element(g, begin + k));
-    tk::cp_async_commit();
-  } else {
-    for (int64_t i0 = 0; i0 < kIters; i0 += kBatch) {
-      float x[kBatch][1][VEC];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int64_t k = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
-        if (i0 + u < kIters && k < len) src<VEC>(P, element(g, begin + k), nullptr, x[u]);
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int64_t k = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
-        if (i0 + u < kIters && k < len) tk::store_vec<VEC>(part + k, x[u][0]);
-      }
-    }
-  }
-}
-
-// Persistent clusters, each walking groups: the block's two-pass statistics of its part (mean,
-// then squared deviations, from shared memory), merged over the cluster in rank order (Chan: the
-// same totals in every block), then the part normalized and written out while the next group's
-// part comes in.
+// Two-pass statistics over the whole group from the parts on chip: the mean, then the squared
+// deviations from it, each summed over the cluster.
 __global__ void __launch_bounds__(BLOCK) norm_cluster(tk::Ptrs P, float* out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();
 #else
   extern __shared__ __align__(16) float part[];
-  __shared__ tk::Stats exchange[2];  // alternate groups: one cluster barrier a group suffices
-  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  const int64_t clusters = gridDim.x / CLUSTER;
-  const int64_t begin = (int64_t)cluster.block_rank() * kPart;
+  __shared__ float exchange[2];
+  const int64_t g = blockIdx.x / CLUSTER;
+  const int64_t begin = (int64_t)cooperative_groups::this_cluster().block_rank() * kPart;
   const int64_t len = kCount - begin < kPart ? (kCount - begin > 0 ? kCount - begin : 0) : kPart;
-  int64_t g = blockIdx.x / CLUSTER;
-  if (g < kGroups) stage_part(P, part, g, begin, len);
-  for (int it = 0; g < kGroups; g += clusters, ++it) {
-    const int64_t next = g + clusters;
-    if constexpr (kDirect) tk::cp_async_wait_all();
-    float sum = 0.f;
-    for (int64_t k = (int64_t)threadIdx.x * VEC; k < len; k += kStep) {
-      float x[VEC];
-      tk::shared_load<VEC>(x, part + k);
+  float sum = 0.f;
+  for (int64_t i0 = 0; i0 < kIters; i0 += kBatch) {
+    float x[kBatch][1][VEC];
 #pragma unroll
-      for (int l = 0; l < VEC; ++l) sum += x[l];
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t k = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
+      if (i0 + u < kIters && k < len) src<VEC>(P, element(g, begin + k), nullptr, x[u]);
     }
-    const float mine = len > 0 ? tk::block_reduce<0, BLOCK>({sum, 0.f, 0}).a / (float)len : 0.f;
-    float dev = 0.f;
-    for (int64_t k = (int64_t)threadIdx.x * VEC; k < len; k += kStep) {
-      float x[VEC];
-      tk::shared_load<VEC>(x, part + k);
 #pragma unroll
-      for (int l = 0; l < VEC; ++l) dev += (x[l] - mine) * (x[l] - mine);
-    }
-    dev = tk::block_reduce<0, BLOCK>({dev, 0.f, 0}).a;
-    tk::Stats* slot = &exchange[it & 1];
-    if (threadIdx.x == 0) *slot = {(float)len, mine, dev};
-    cluster.sync();
-    tk::Stats total{0.f, 0.f, 0.f};
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t k = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
+      if (i0 + u < kIters && k < len) {
+        tk::store_vec<VEC>(part + k, x[u][0]);
 #pragma unroll
-    for (int r = 0; r < CLUSTER; ++r) total = tk::stats_merge(total, *cluster.map_shared_rank(slot, r));
-    const float mean = total.mean, rstd = inv_std(total);
-    for (int64_t k = (int64_t)threadIdx.x * VEC; k < len; k += kStep) {
-      float x[VEC];
-      tk::shared_load<VEC>(x, part + k);
-#pragma unroll
-      for (int l = 0; l < VEC; ++l) {
-        const int64_t a = affine_index(g, begin + k + l);
-        (void)a;
-        x[l] = (x[l] - mean) * rstd;
-        if constexpr (kWeight >= 0) x[l] *= __ldg(P.p[kWeight < 0 ? 0 : kWeight] + a);
-        if constexpr (kBias >= 0) x[l] += __ldg(P.p[kBias < 0 ? 0 : kBias] + a);
+        for (int l = 0; l < VEC; ++l) sum += x[u][0][l];
       }
-      const int64_t i = element(g, begin + k);
-      float res[1][VEC];
-      epi<VEC>(P, i, x, res);
-      tk::store_vec<VEC>(out + i, res[0]);
-      // Issued after the slots' values are used, so the copy cannot overtake their read.
-      if (kDirect && next < kGroups) tk::cp_async<VEC>(part + k, P.p[0] + element(next, begin + k));
-    }
-    if (next < kGroups) {
-      if constexpr (kDirect) tk::cp_async_commit();
-      else stage_part(P, part, next, begin, len);
     }
   }
-  cluster.sync();  // no block leaves while another still reads its exchange slots
+  sum = tk::block_reduce<0, BLOCK>({sum, 0.f, 0}).a;
+  const float mean = tk::cluster_total<0, CLUSTER>(sum, &exchange[0]) / (float)kCount;
+  float dev = 0.f;
+  for (int64_t k = (int64_t)threadIdx.x * VEC; k < len; k += kStep) {
+    float x[VEC];
+    tk::shared_load<VEC>(x, part + k);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) dev += (x[l] - mean) * (x[l] - mean);
+  }
+  dev = tk::block_reduce<0, BLOCK>({dev, 0.f, 0}).a;
+  const float m2 = tk::cluster_total<0, CLUSTER>(dev, &exchange[1]);
+  tk::cluster_arrive();
+  const float rstd = inv_std({(float)kCount, mean, m2});
+  for (int64_t k = (int64_t)threadIdx.x * VEC; k < len; k += kStep) {
+    float x[VEC];
+    tk::shared_load<VEC>(x, part + k);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {
+      const int64_t a = affine_index(g, begin + k + l);
+      (void)a;
+      x[l] = (x[l] - mean) * rstd;
+      if constexpr (kWeight >= 0) x[l] *= __ldg(P.p[kWeight < 0 ? 0 : kWeight] + a);
+      if constexpr (kBias >= 0) x[l] += __ldg(P.p[kBias < 0 ? 0 : kBias] + a);
+    }
+    const int64_t i = element(g, begin + k);
+    float res[1][VEC];
+    epi<VEC>(P, i, x, res);
+    tk::store_vec<VEC>(out + i, res[0]);
+  }
+  tk::cluster_wait();
 #endif
 }
 #endif
@@ -271,7 +240,8 @@ extern "C" cudaError_t {{NS}}_launch(const float* const* ins, void* const* outs,
   float* out = static_cast<float*>(outs[0]);
 #if ALGO == 4
   (void)scratch;
-  return tk::launch_clustered(norm_cluster, kGroups, BLOCK, (size_t)kPart * sizeof(float), CLUSTER, stream, P, out);
+  return tk::launch_clustered(norm_cluster, (unsigned)(kGroups * CLUSTER), BLOCK, (size_t)kPart * sizeof(float),
+                              CLUSTER, stream, P, out);
 #endif
   if (SPLIT == 1) {
     const size_t smem = ALGO == 3 ? (size_t)kCount * sizeof(float) : 0;

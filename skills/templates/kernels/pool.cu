@@ -6,10 +6,10 @@
 // problems 42, 43, 45, 46).
 // A block computes a tile of (ROWS * OUT_H) x (BLOCK_W * OUT_W) outputs of one (n, c, od) plane.
 // For each depth of the window, the input rows the tile needs (halo and padding included) are
-// staged in shared memory (PATCH 1) or read where they are, through L1 (PATCH 0: no barriers), and
-// folded into the outputs held in registers. The fused epilogue is applied to each output as it is
-// stored. Slots: BLOCK_W, ROWS (config: threads per block along W and H), OUT_W, OUT_H (compute:
-// outputs per thread, strided by the block's size so stores stay coalesced), PATCH (memory), FAST.
+// staged in shared memory and folded into the outputs held in registers. The fused epilogue is
+// applied to each output as it is stored. Slots: BLOCK_W, ROWS (config: threads per block along W
+// and H), OUT_W, OUT_H (compute: outputs per thread, strided by the block's size so stores stay
+// coalesced), FAST.
 #include "tune_config.h"
 {{SLOTS}}
 #define T_FAST FAST
@@ -53,7 +53,7 @@ __device__ __forceinline__ float avg_divisor(int64_t d0, int64_t h0, int64_t w0)
 namespace {
 
 __global__ void __launch_bounds__(BLOCK_W * ROWS) pool_kernel(tk::Ptrs P, const float* __restrict__ x, float* __restrict__ y) {
-  __shared__ float patch[PATCH ? kInTileH * kInTileW : 1];
+  __shared__ float patch[kInTileH * kInTileW];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const Tile tile = this_tile();
   for (int64_t plane = blockIdx.y; plane < kN * kC * kOD; plane += gridDim.y) {
@@ -68,11 +68,9 @@ __global__ void __launch_bounds__(BLOCK_W * ROWS) pool_kernel(tk::Ptrs P, const 
       const int64_t id = id0 + kd * kDD;
       if (id < 0 || id >= kD) continue;  // a padding slice (the whole block's): adds 0, never wins
       const float* src = x + (nc * kD + id) * kH * kW;
-      if constexpr (PATCH) {
-        __syncthreads();  // the previous slice's patch is no longer read
-        load_patch(patch, src, tile, pad_value());
-        __syncthreads();
-      }
+      __syncthreads();  // the previous slice's patch is no longer read
+      load_patch(patch, src, tile, pad_value());
+      __syncthreads();
 #pragma unroll
       for (int a = 0; a < OUT_H; ++a) {
         const int r = ty + a * ROWS;
@@ -81,19 +79,9 @@ __global__ void __launch_bounds__(BLOCK_W * ROWS) pool_kernel(tk::Ptrs P, const 
           const int s = tx + b * BLOCK_W;
 #pragma unroll
           for (int kh = 0; kh < (int)kKH; ++kh) {
-            if constexpr (PATCH) {
-              const float* row = patch + (r * (int)kSH + kh * (int)kDH) * kInTileW + s * (int)kSW;
+            const float* row = patch + (r * (int)kSH + kh * (int)kDH) * kInTileW + s * (int)kSW;
 #pragma unroll
-              for (int kw = 0; kw < (int)kKW; ++kw) fold(acc[a][b], row[kw * (int)kDW]);
-            } else {
-              const int64_t ih = tile.ih0 + r * kSH + kh * kDH;
-#pragma unroll
-              for (int kw = 0; kw < (int)kKW; ++kw) {
-                const int64_t iw = tile.iw0 + s * kSW + kw * kDW;
-                const bool inside = ih >= 0 && ih < kH && iw >= 0 && iw < kW;
-                fold(acc[a][b], inside ? __ldg(src + ih * kW + iw) : pad_value());
-              }
-            }
+            for (int kw = 0; kw < (int)kKW; ++kw) fold(acc[a][b], row[kw * (int)kDW]);
           }
         }
       }

@@ -106,84 +106,57 @@ __global__ void __launch_bounds__(BLOCK) softmax_kernel(tk::Ptrs P, float* out) 
 #if STRATEGY == 2
 constexpr int64_t kStep = (int64_t)BLOCK * VEC;
 constexpr int64_t kIters = (kChunk + kStep - 1) / kStep;
-constexpr int kBatch = 4;  // vector loads in flight per thread when src is computed, not copied
+constexpr int kBatch = 4;  // vector loads in flight per thread while the part is staged
 
-// This block's part of a row (len elements from element base) into shared memory: asynchronous
-// copies when src is the input itself (kDirect), else src's values, kBatch loads at a time.
-__device__ __forceinline__ void stage_part(const tk::Ptrs& P, float* part, int64_t base, int64_t len) {
-  if constexpr (kDirect) {
-    for (int64_t c = (int64_t)threadIdx.x * VEC; c < len; c += kStep) tk::cp_async<VEC>(part + c, P.p[0] + base + c);
-    tk::cp_async_commit();
-  } else {
-    for (int64_t i0 = 0; i0 < kIters; i0 += kBatch) {
-      float x[kBatch][1][VEC];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int64_t c = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
-        if (i0 + u < kIters && c < len) src<VEC>(P, base + c, nullptr, x[u]);
-      }
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int64_t c = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
-        if (i0 + u < kIters && c < len) tk::store_vec<VEC>(part + c, x[u][0]);
-      }
-    }
-  }
-}
-
-// Persistent clusters, each walking rows: the block's running max and sum of exp over its part
-// (one pass over shared memory), merged over the block, then over the cluster in rank order (the
-// same totals in every block), then the part written out while the next row's part comes in.
 __global__ void __launch_bounds__(BLOCK) softmax_cluster(tk::Ptrs P, float* out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   __trap();
 #else
   extern __shared__ __align__(16) float part[];
-  __shared__ float2 exchange[2];  // alternate rows: one cluster barrier a row suffices
-  cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-  const int64_t clusters = gridDim.x / CLUSTER;
-  const int64_t begin = (int64_t)cluster.block_rank() * kChunk;
+  __shared__ float exchange[2];
+  const int64_t row = blockIdx.x / CLUSTER;
+  const int64_t begin = (int64_t)cooperative_groups::this_cluster().block_rank() * kChunk;
   const int64_t len = kD - begin < kChunk ? (kD - begin > 0 ? kD - begin : 0) : kChunk;
-  int64_t row = blockIdx.x / CLUSTER;
-  if (row < kRows) stage_part(P, part, row * kD + begin, len);
-  for (int it = 0; row < kRows; row += clusters, ++it) {
-    const int64_t base = row * kD + begin, next = row + clusters;
-    if constexpr (kDirect) tk::cp_async_wait_all();
-    tk::Acc a = tk::acc_init<7>();
-    for (int64_t c = (int64_t)threadIdx.x * VEC; c < len; c += kStep) {
-      float x[VEC];
-      tk::shared_load<VEC>(x, part + c);
+  const int64_t base = row * kD + begin;
+  float m = -INFINITY;
+  for (int64_t i0 = 0; i0 < kIters; i0 += kBatch) {
+    float x[kBatch][1][VEC];
 #pragma unroll
-      for (int l = 0; l < VEC; ++l) tk::acc_add<7>(a, x[l], 0);
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t c = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
+      if (i0 + u < kIters && c < len) src<VEC>(P, base + c, nullptr, x[u]);
     }
-    a = tk::block_reduce<7, BLOCK>(a);
-    float2* slot = &exchange[it & 1];
-    if (threadIdx.x == 0) *slot = make_float2(a.a, a.b);
-    cluster.sync();
-    tk::Acc total = tk::acc_init<7>();
 #pragma unroll
-    for (int r = 0; r < CLUSTER; ++r) {
-      const float2 v = *cluster.map_shared_rank(slot, r);
-      total = tk::acc_merge<7>(total, {v.x, v.y, 0});
-    }
-    const float row_max = total.a, inv = 1.0f / total.b, log_s = T_LOG(total.b);
-    for (int64_t c = (int64_t)threadIdx.x * VEC; c < len; c += kStep) {
-      float x[VEC];
-      tk::shared_load<VEC>(x, part + c);
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t c = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
+      if (i0 + u < kIters && c < len) {
+        tk::store_vec<VEC>(part + c, x[u][0]);
 #pragma unroll
-      for (int l = 0; l < VEC; ++l) x[l] = kLog ? x[l] - row_max - log_s : T_EXP(x[l] - row_max) * inv;
-      float res[1][VEC];
-      epi<VEC>(P, base + c, x, res);
-      tk::store_vec<VEC>(out + base + c, res[0]);
-      // Issued after the slots' values are used, so the copy cannot overtake their read.
-      if (kDirect && next < kRows) tk::cp_async<VEC>(part + c, P.p[0] + next * kD + begin + c);
-    }
-    if (next < kRows) {
-      if constexpr (kDirect) tk::cp_async_commit();
-      else stage_part(P, part, next * kD + begin, len);
+        for (int l = 0; l < VEC; ++l) m = fmaxf(m, x[u][0][l]);
+      }
     }
   }
-  cluster.sync();  // no block leaves while another still reads its exchange slots
+  const float row_max = tk::cluster_total<2, CLUSTER>(row_total<2>({m, 0.f, 0}).a, &exchange[0]);
+  float s = 0.f;
+  for (int64_t c = (int64_t)threadIdx.x * VEC; c < len; c += kStep) {
+    float x[VEC];
+    tk::shared_load<VEC>(x, part + c);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) s += T_EXP(x[l] - row_max);
+  }
+  const float row_sum = tk::cluster_total<0, CLUSTER>(row_total<0>({s, 0.f, 0}).a, &exchange[1]);
+  tk::cluster_arrive();
+  const float inv = 1.0f / row_sum, log_s = T_LOG(row_sum);
+  for (int64_t c = (int64_t)threadIdx.x * VEC; c < len; c += kStep) {
+    float x[VEC];
+    tk::shared_load<VEC>(x, part + c);
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) x[l] = kLog ? x[l] - row_max - log_s : T_EXP(x[l] - row_max) * inv;
+    float res[1][VEC];
+    epi<VEC>(P, base + c, x, res);
+    tk::store_vec<VEC>(out + base + c, res[0]);
+  }
+  tk::cluster_wait();
 #endif
 }
 #endif
@@ -199,8 +172,8 @@ extern "C" cudaError_t {{NS}}_launch(const float* const* ins, void* const* outs,
 {{BIND_INPUTS}}
   float* out = static_cast<float*>(outs[0]);
 #if STRATEGY == 2
-  return tk::launch_clustered(softmax_cluster, kRows, BLOCK, (size_t)kChunk * sizeof(float), CLUSTER, stream, P,
-                              out);
+  return tk::launch_clustered(softmax_cluster, (unsigned)(kRows * CLUSTER), BLOCK, (size_t)kChunk * sizeof(float),
+                              CLUSTER, stream, P, out);
 #endif
   const size_t smem = ALGO == 2 ? (size_t)kRowsPerBlock * kD * sizeof(float) : 0;
   if (smem > 48 * 1024) {

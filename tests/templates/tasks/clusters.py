@@ -5,8 +5,8 @@ import torch.nn as nn
 class Model(nn.Module):
     """Softmax, a log-softmax of a computed source, and GroupNorm with affine parameters: rows and
     groups that the cluster templates split unevenly when a test pins their cluster size (with 16
-    blocks, the last blocks of a 200-element row get no part at all), and more rows than clusters
-    fit at once (each persistent cluster walks several). Small sizes: for the cluster tests."""
+    blocks, the last blocks of a 200-element row get no part at all). Small sizes: for the cluster
+    tests."""
 
     def __init__(self, channels: int = 6):
         super().__init__()
