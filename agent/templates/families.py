@@ -69,7 +69,7 @@ _CLUSTER = SlotDecl("CLUSTER", (1, 2, 4, 8, 16), "reduction", "blocks of a clust
 
 # The direct tiled families (dwconv, pool): a block's tile of outputs from an input patch.
 _TILE_SLOTS = (
-    SlotDecl("BLOCK_W", (32, 64, 128, 256), "config", "threads per block along the output's width"),
+    SlotDecl("BLOCK_W", (32, 64, 128), "config", "threads per block along the output's width"),
     SlotDecl("ROWS", (1, 2, 4, 8), "config", "threads per block along the output's height"),
     SlotDecl("OUT_W", (1, 2, 4, 8), "compute", "outputs per thread along the width"),
     SlotDecl("OUT_H", (1, 2, 4), "compute", "outputs per thread along the height"),

@@ -27,17 +27,24 @@ __device__ __forceinline__ Tile this_tile() {
 }
 
 // The patch of the plane at `src` (kH x kW): what lies outside the plane reads `fill`. The
-// caller syncs before (the previous patch is no longer read) and after. A thread issues
-// kPatchBatch loads before it stores any: one load at a time left a 1D pool's blocks (a patch of a
-// few hundred floats) waiting on memory latency at 52-57% of the bandwidth floor. A 1D patch (one
-// input row) of up to 16 loads a thread is loaded in one round: a block's life is then one memory
-// latency, not two (a 1D pool read at 49-53% of the floor in rounds of 8).
+// caller syncs before (the previous patch is no longer read) and after. A 2D patch is loaded
+// kPatchBatch floats a thread before any is stored; a 1D patch (one input row) one at a time.
+// Measured on an H200 (KernelBench level 1): batches of 8 took the depthwise convolutions from
+// 1.5-1.6x torch.compile to 2.0-2.7x and average pooling 2D from 1.01x to 1.39x, but read a 1D
+// pool's patch slower (problems 41 and 44: 57% -> 53% and 52% -> 49% of the bandwidth floor;
+// one round of 9 loads with 256 threads: 47% and 41%).
 constexpr int kPatch = kInTileH * kInTileW;
 constexpr int kPatchThreads = BLOCK_W * ROWS;
-constexpr int kPatchLoads = (kPatch + kPatchThreads - 1) / kPatchThreads;
-constexpr int kPatchBatch = kInTileH == 1 && kPatchLoads > 8 && kPatchLoads <= 16 ? kPatchLoads : 8;
+constexpr int kPatchBatch = 8;
 __device__ __forceinline__ void load_patch(float* patch, const float* __restrict__ src, const Tile& t, float fill) {
   const int tid = threadIdx.y * BLOCK_W + threadIdx.x;
+  if constexpr (kInTileH == 1) {
+    for (int k = tid; k < kPatch; k += kPatchThreads) {
+      const int64_t ih = t.ih0, iw = t.iw0 + k;
+      patch[k] = (ih >= 0 && ih < kH && iw >= 0 && iw < kW) ? __ldg(src + ih * kW + iw) : fill;
+    }
+    return;
+  }
   for (int k0 = 0; k0 < kPatch; k0 += kPatchThreads * kPatchBatch) {
     float v[kPatchBatch];
 #pragma unroll
