@@ -54,7 +54,9 @@ class DeviceLimits(BaseModel):
     max_shared_optin: int = 227 * 1024
     warp_size: int = 32
     sm_count: int = 132
-    compute_capability: int = Field(90, description="major * 10 + minor: 90 for sm_90 (clusters need it)")
+    compute_capability: int = Field(
+        default=90, description="major * 10 + minor: 90 for sm_90 (clusters need it)"
+    )
 
     @classmethod
     def detect(cls) -> DeviceLimits:

@@ -137,9 +137,10 @@ def test_invalid_assignments_score_zero_and_are_not_evaluated(tasks) -> None:
     env = SlotEnv(tasks["softmax"], recorder, batch_size=4)
     _, info = env.reset()
     names = info["slot_names"]
-    assert names == ["S0_BLOCK", "S0_VEC", "S0_FAST", "S0_STRATEGY", "S0_ALGO"]
+    assert names == ["S0_BLOCK", "S0_VEC", "S0_FAST", "S0_STRATEGY", "S0_ALGO", "S0_CLUSTER"]
     good = dict(info["initial"])
-    cached = {**good, "S0_ALGO": 2}  # a 393216-float row does not fit in shared memory
+    assert good["S0_CLUSTER"] > 1  # the row is cached by a cluster's blocks
+    cached = {**good, "S0_STRATEGY": 1, "S0_CLUSTER": 1}  # a 393216-float row does not fit in one block
     batch = [
         good,
         cached,
@@ -158,11 +159,11 @@ def test_invalid_assignments_score_zero_and_are_not_evaluated(tasks) -> None:
 
     # more of them: indices out of range, wrong lengths, junk, unknown slots, a batch too large
     _, rewards, _, _, info = env.step(
-        [[0, 0, 0, 0, 9], [0, 1], "S0_BLOCK=64", {**good, "S1_BLOCK": 64}, good]
+        [[0, 0, 0, 0, 9, 0], [0, 1], "S0_BLOCK=64", {**good, "S1_BLOCK": 64}, good]
     )
     assert rewards == [0.0] * 5
     assert info["invalid"][0] == "S0_ALGO: index 9 is not in range(0, 3)"
-    assert info["invalid"][1].startswith("2 values for 5 slots")
+    assert info["invalid"][1].startswith("2 values for 6 slots")
     assert info["invalid"][2] == "not an assignment: str"
     assert info["invalid"][3] == "unknown slot(s) ['S1_BLOCK']"
     assert info["invalid"][4] == "the batch holds at most 4 candidates"
@@ -185,7 +186,8 @@ def test_vector_env_steps_every_task(tasks) -> None:
     assert vec.num_envs == 2
     obs, infos = vec.reset(seed=7)
     assert [i["task"] for i in infos] == ["19_ReLU", "23_Softmax"]
-    actions = [[relu(512), relu(128)], [infos[1]["initial"], {**infos[1]["initial"], "S0_ALGO": 2}]]
+    too_long = {**infos[1]["initial"], "S0_STRATEGY": 1, "S0_CLUSTER": 1}  # the row in one block's cache
+    actions = [[relu(512), relu(128)], [infos[1]["initial"], too_long]]
     obs, rewards, terms, truncs, infos = vec.step(actions)
     assert rewards == [[1.0, 0.5], [1.0, 0.0]]
     assert terms == [False, False] and truncs == [True, True]
