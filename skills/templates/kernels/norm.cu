@@ -164,7 +164,6 @@ __global__ void __launch_bounds__(BLOCK) norm_apply(tk::Ptrs P, const tk::Stats*
 #if ALGO == 4
 constexpr int64_t kStep = (int64_t)BLOCK * VEC;
 constexpr int64_t kIters = (kPart + kStep - 1) / kStep;
-constexpr int kBatch = 4;  // vector loads in flight per thread while the part is staged
 
 // Two-pass statistics over the whole group from the parts on chip: the mean, then the squared
 // deviations from it, each summed over the cluster.
@@ -178,23 +177,12 @@ __global__ void __launch_bounds__(BLOCK) norm_cluster(tk::Ptrs P, float* out) {
   const int64_t begin = (int64_t)cooperative_groups::this_cluster().block_rank() * kPart;
   const int64_t len = kCount - begin < kPart ? (kCount - begin > 0 ? kCount - begin : 0) : kPart;
   float sum = 0.f;
-  for (int64_t i0 = 0; i0 < kIters; i0 += kBatch) {
-    float x[kBatch][1][VEC];
+  tk::stage_part<BLOCK, VEC, kIters>(
+      part, len, [&](int64_t k, float (*x)[VEC]) { src<VEC>(P, element(g, begin + k), nullptr, x); },
+      [&](const float* x) {
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int64_t k = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
-      if (i0 + u < kIters && k < len) src<VEC>(P, element(g, begin + k), nullptr, x[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int64_t k = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
-      if (i0 + u < kIters && k < len) {
-        tk::store_vec<VEC>(part + k, x[u][0]);
-#pragma unroll
-        for (int l = 0; l < VEC; ++l) sum += x[u][0][l];
-      }
-    }
-  }
+        for (int l = 0; l < VEC; ++l) sum += x[l];
+      });
   sum = tk::block_reduce<0, BLOCK>({sum, 0.f, 0}).a;
   const float mean = tk::cluster_total<0, CLUSTER>(sum, &exchange[0]) / (float)kCount;
   float dev = 0.f;

@@ -106,7 +106,6 @@ __global__ void __launch_bounds__(BLOCK) softmax_kernel(tk::Ptrs P, float* out) 
 #if STRATEGY == 2
 constexpr int64_t kStep = (int64_t)BLOCK * VEC;
 constexpr int64_t kIters = (kChunk + kStep - 1) / kStep;
-constexpr int kBatch = 4;  // vector loads in flight per thread while the part is staged
 
 __global__ void __launch_bounds__(BLOCK) softmax_cluster(tk::Ptrs P, float* out) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -119,23 +118,12 @@ __global__ void __launch_bounds__(BLOCK) softmax_cluster(tk::Ptrs P, float* out)
   const int64_t len = kD - begin < kChunk ? (kD - begin > 0 ? kD - begin : 0) : kChunk;
   const int64_t base = row * kD + begin;
   float m = -INFINITY;
-  for (int64_t i0 = 0; i0 < kIters; i0 += kBatch) {
-    float x[kBatch][1][VEC];
+  tk::stage_part<BLOCK, VEC, kIters>(
+      part, len, [&](int64_t c, float (*x)[VEC]) { src<VEC>(P, base + c, nullptr, x); },
+      [&](const float* x) {
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int64_t c = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
-      if (i0 + u < kIters && c < len) src<VEC>(P, base + c, nullptr, x[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int64_t c = (i0 + u) * kStep + (int64_t)threadIdx.x * VEC;
-      if (i0 + u < kIters && c < len) {
-        tk::store_vec<VEC>(part + c, x[u][0]);
-#pragma unroll
-        for (int l = 0; l < VEC; ++l) m = fmaxf(m, x[u][0][l]);
-      }
-    }
-  }
+        for (int l = 0; l < VEC; ++l) m = fmaxf(m, x[l]);
+      });
   const float row_max = tk::cluster_total<2, CLUSTER>(row_total<2>({m, 0.f, 0}).a, &exchange[0]);
   float s = 0.f;
   for (int64_t c = (int64_t)threadIdx.x * VEC; c < len; c += kStep) {

@@ -21,6 +21,31 @@ template <int V> __device__ __forceinline__ void shared_load(float* d, const flo
   }
 }
 
+// Stages a block's part of a row or group (len elements, ITERS steps of THREADS x V) in `part`,
+// 4 vector loads in flight per thread before any is stored: load(k, x) reads the V values at the
+// part's element k into x, fold(x) sees them as they are stored.
+template <int THREADS, int V, int64_t ITERS, typename Load, typename Fold>
+__device__ __forceinline__ void stage_part(float* part, int64_t len, Load load, Fold fold) {
+  constexpr int kBatch = 4;
+  constexpr int64_t kStep = (int64_t)THREADS * V;
+  for (int64_t i0 = 0; i0 < ITERS; i0 += kBatch) {
+    float x[kBatch][1][V];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t k = (i0 + u) * kStep + (int64_t)threadIdx.x * V;
+      if (i0 + u < ITERS && k < len) load(k, x[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t k = (i0 + u) * kStep + (int64_t)threadIdx.x * V;
+      if (i0 + u < ITERS && k < len) {
+        store_vec<V>(part + k, x[u][0]);
+        fold(x[u][0]);
+      }
+    }
+  }
+}
+
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 // The cluster's max (OP 2) or sum (OP 0) of every block's `mine`, the same in every block (taken
 // in rank order). `slot` is a __shared__ float of the block, one per exchange: a block may still
