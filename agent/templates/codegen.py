@@ -16,6 +16,8 @@ def _arg(a: str, lane: str) -> str:
         return f"a{a[1:]}[{lane}]"
     if a == "v":
         return f"vin[{lane}]"
+    if a == "w":
+        return f"win[{lane}]"
     return a
 
 
@@ -29,21 +31,30 @@ def _expr(instr: Instr, lane: str) -> str:
     raise ValueError(f"no CUDA for elementwise function {instr.fn!r}")
 
 
-def program_function(program: Program, name: str, base: int = 0) -> str:
+def program_function(
+    program: Program, name: str, base: int = 0, *, second_input: bool = False, vin_operand: int | None = None
+) -> str:
     """`template <int V> void name(const tk::Ptrs& P, int64_t i0, const float* vin, float (*out)[V])`:
     the outputs of elements i0 .. i0+V-1 (i0 a multiple of V when V > 1). Operand k is
-    P.p[base + k], already offset to its view's start."""
+    P.p[base + k], already offset to its view's start, except operand `vin_operand`, whose values
+    the caller already holds and passes as vin. `second_input` adds `const float* win` after vin,
+    what the argument w reads (a column apply's reduced value)."""
     total = numel(program.shape)
+    win = ", const float* win" if second_input else ""
     lines = [
         "template <int V>",
-        f"__device__ __forceinline__ void {name}(const tk::Ptrs& P, int64_t i0, const float* vin, float (*out)[V]) {{",
+        f"__device__ __forceinline__ void {name}(const tk::Ptrs& P, int64_t i0, const float* vin{win}, float (*out)[V]) {{",
     ]
-    if not any("v" in i.args for i in program.instrs):
+    if vin_operand is None and not any("v" in i.args for i in program.instrs):
         lines.append("  (void)vin;")
+    if second_input and not any("w" in i.args for i in program.instrs):
+        lines.append("  (void)win;")
     for k, operand in enumerate(program.operands):
         ptr = f"P.p[{base + k}]"
         lines.append(f"  float a{k}[V];")
-        if operand.kind == "scalar":
+        if k == vin_operand:
+            lines.append(f"  for (int l = 0; l < V; ++l) a{k}[l] = vin[l];")
+        elif operand.kind == "scalar":
             lines.append(f"  {{ const float s = __ldg({ptr}); for (int l = 0; l < V; ++l) a{k}[l] = s; }}")
         elif operand.vectorizable(4):
             # Vectorizable for every width the template may pick (1, 2, 4): one aligned load.

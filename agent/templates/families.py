@@ -130,6 +130,9 @@ FAMILIES: dict[str, Family] = {
             "STRATEGY != 2 or SPLIT <= R",
             "STRATEGY != 1 or BLOCK * VEC <= 2048",
             "ATOMIC == 0 or (STRATEGY == 2 and ATOMIC_OK == 1)",
+            # A fused column apply: a thread holds its columns' values in registers (col_apply),
+            # and a block's threads must fit a SM's 64 K registers at about 1.2 per value.
+            "APPLY == 0 or (STRATEGY == 0 and UNROLL == 1 and R * VEC <= 128 and R * VEC * BLOCK <= 32768)",
         ),
     ),
     "softmax": Family(
@@ -349,8 +352,9 @@ def stage_constants(stage: Stage, *, allow_tf32: bool = False) -> dict[str, int]
             "OUTER": stage.outer,
             "R": stage.r,
             "INNER": stage.inner,
-            "CAN_VEC": _can_vec(stage.src),
+            "CAN_VEC": _can_vec(stage.src, stage.apply),
             "ATOMIC_OK": atomic_ok,
+            "APPLY": int(stage.apply is not None),
         }
     if isinstance(stage, SoftmaxStage | ScanStage):
         return {"ROWS": stage.rows, "D": stage.d, "CAN_VEC": _can_vec(stage.src, stage.epilogue)}
@@ -392,6 +396,8 @@ def stage_views(stage: Stage) -> list[View]:
         return [stage.x] + [o.view for o in (stage.epilogue.operands if stage.epilogue else [])]
     views = [o.view for o in stage.src.operands]
     views += [o.view for o in (stage.epilogue.operands if stage.epilogue else [])]
+    if isinstance(stage, ReduceStage):
+        views += [o.view for o in (stage.apply.operands if stage.apply else [])]
     if isinstance(stage, NormStage):
         views += [v for v in (stage.weight, stage.bias) if v is not None]
     return views
@@ -406,6 +412,33 @@ def _bind(views: list[View], first: int = 0) -> str:
 
 def _epi(program: Program | None, base: int) -> str:
     return program_function(program, "epi", base) if program is not None else identity_epilogue("epi")
+
+
+def _column_apply_pieces(stage: ReduceStage, nsrc: int) -> dict[str, str]:
+    """reduce_col.cu's src_v (src with its first operand passed in) and apply; without an apply,
+    stand-ins the unused col_apply compiles against."""
+    if stage.apply is None:
+        return {"SRC_V": identity_epilogue("src_v"), "APPLY": _apply_stand_in()}
+    nepi = len(stage.epilogue.operands) if stage.epilogue else 0
+    return {
+        "SRC_V": program_function(stage.src, "src_v", vin_operand=0),
+        "APPLY": program_function(stage.apply, "apply", nsrc + nepi, second_input=True),
+    }
+
+
+def _apply_stand_in() -> str:
+    return "\n".join(
+        [
+            "template <int V>",
+            "__device__ __forceinline__ void apply(const tk::Ptrs& P, int64_t i0, const float* vin, "
+            "const float* win, float (*out)[V]) {",
+            "  (void)P;",
+            "  (void)i0;",
+            "  (void)win;",
+            "  for (int l = 0; l < V; ++l) out[0][l] = vin[l];",
+            "}",
+        ]
+    )
 
 
 def _affine(stage: NormStage) -> str:
@@ -545,7 +578,10 @@ def render_stage(stage: Stage, values: dict[str, int], *, sm_count: int) -> str:
             common |= {
                 "kOp": REDUCE_OPS[stage.op], "kRows": stage.outer, "kR": stage.r, "kOuter": stage.outer,
                 "kInner": stage.inner, "kAtomicOk": int(stage.op in ("sum", "mean") and stage.epilogue is None),
+                "kApply": int(stage.apply is not None),
             }  # fmt: skip
+            if stage.inner > 1:
+                fill.update(_column_apply_pieces(stage, nsrc))
         elif isinstance(stage, SoftmaxStage):
             common |= {"kRows": stage.rows, "kD": stage.d, "kLog": int(stage.log)}
         elif isinstance(stage, ScanStage):

@@ -4,7 +4,9 @@
   inside that stage's loads (MSE: sub, pow, then mean reads both inputs once);
 - epilogue: a group that is the only reader of a producer's output, in its index space, is
   applied where the producer writes (GEMM and convolution: one in-place pass after cuBLAS or
-  cuDNN; the others: in their store loop).
+  cuDNN; the others: in their store loop);
+- column apply: a group that reads a column reduction's result back over the reduced space
+  (RMSNorm over channels: x / rms) is computed by the reduction from the column it holds.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 from agent.templates.families import is_depthwise, is_direct_gemm
+from agent.templates.indexing import operand_for
 from agent.templates.plan import (
     MAX_OPERANDS,
     ConvStage,
@@ -53,6 +56,8 @@ def stage_views(stage: Stage) -> list[View]:
         programs = [stage.epilogue]
     else:
         programs = [stage.src, stage.epilogue]
+        if isinstance(stage, ReduceStage):
+            programs.append(stage.apply)
     views = [o.view for p in programs if p is not None for o in p.operands]
     if isinstance(stage, GemmStage):
         views += [stage.a, stage.b]
@@ -190,13 +195,63 @@ def _splice(first: Program, second: Program, buf: str) -> Program:
     return second.model_copy(update={"operands": operands, "instrs": instrs, "outputs": outputs})
 
 
-def _take_input(program: Program, buf: str) -> Program:
-    """`program` with every operand reading `buf` replaced by the incoming value v."""
+# A column-apply thread holds its columns' R * VEC values in registers (reduce_col.cu, col_apply).
+COLUMN_APPLY_MAX_R = 64
+
+
+def _column_apply(plan: Plan) -> bool:
+    uses, where = _uses(plan), _producers(plan)
+    for pi, stage in enumerate(plan.stages):
+        if (
+            not isinstance(stage, ReduceStage)
+            or stage.apply is not None
+            or stage.inner == 1
+            or stage.r > COLUMN_APPLY_MAX_R
+            or stage.op in ("argmax", "argmin")
+            or not stage.src.operands
+            or stage.src.operands[0].kind != "same"
+            or stage.src.operands.count(stage.src.operands[0]) != 1
+        ):
+            continue
+        x = stage.src.operands[0]
+        readers = [s for s in plan.stages if any(v.buf == stage.out for v in stage_views(s))]
+        if len(readers) != 1 or not isinstance(readers[0], EwiseStage):
+            continue
+        group = readers[0]
+        program = group.program
+        out = plan.buffers[stage.out]
+        # out[o, j] read at every r of its column: the reduction's result broadcast over r.
+        column = View(buf=out.name, shape=[stage.outer, 1, stage.inner], stride=[stage.inner, stage.inner, 1])
+        broadcast = operand_for(column, [stage.outer, stage.r, stage.inner])
+        mine = [o for o in program.operands if o.view.buf == out.name]
+        others = [o for o in program.operands if o.view.buf != out.name and o != x]
+        if (
+            len(group.outs) != 1
+            or program.shape != stage.src.shape
+            or uses[out.name] != len(mine)
+            or any(o.kind != broadcast.kind or o.terms != broadcast.terms or o.view.offset for o in mine)
+            or any(o.view.buf == x.view.buf and o != x for o in program.operands)
+            or any(where.get(o.view.buf, -1) >= pi for o in others)
+            or _pointers(stage) + len(others) > MAX_OPERANDS
+        ):
+            continue
+        stage.apply = _take_input(_take_input(program, out.name, "w"), x.view, "v")
+        stage.out = group.outs[0]
+        stage.ops = stage.ops + group.ops
+        plan.stages.remove(group)
+        del plan.buffers[out.name]
+        return True
+    return False
+
+
+def _take_input(program: Program, source: str | View, value: str = "v") -> Program:
+    """`program` with every operand reading `source` (a buffer, or exactly one view of it) replaced
+    by the incoming value `value` (v, or w: a column apply's second)."""
     kept: list[Operand] = []
     rename: dict[str, str] = {}
     for k, operand in enumerate(program.operands):
-        if operand.view.buf == buf:
-            rename[f"o{k}"] = "v"
+        if operand.view.buf == source if isinstance(source, str) else operand.view == source:
+            rename[f"o{k}"] = value
         else:
             rename[f"o{k}"] = f"o{len(kept)}"
             kept.append(operand)
@@ -215,7 +270,7 @@ def _weight(stage: Stage) -> int:
 
 
 def fuse(plan: Plan) -> Plan:
-    while _inline(plan) or _prologue(plan) or _epilogue(plan):
+    while _inline(plan) or _prologue(plan) or _epilogue(plan) or _column_apply(plan):
         pass
     for i, stage in enumerate(plan.stages):
         stage.name = f"s{i}"

@@ -148,6 +148,11 @@ ReduceOp = Literal["sum", "mean", "max", "min", "prod", "argmax", "argmin", "log
 
 
 class ReduceStage(_Stage):
+    """out[o, j] = epilogue(reduce_r src[o, r, j]) over the input seen as [outer, r, inner]. With
+    `apply` (a column reduction fused with the elementwise pass that reads it back, RMSNorm over
+    channels) the stage writes apply(v = src's first operand at [o, r, j], w = out[o, j]) over the
+    whole [outer, r, inner] space instead, each column's values held in registers: x is read once."""
+
     kind: Literal["reduce"] = "reduce"
     op: ReduceOp
     src: Program
@@ -156,6 +161,7 @@ class ReduceStage(_Stage):
     inner: int
     out_dtype: str = "float32"
     epilogue: Program | None = None
+    apply: Program | None = None
 
 
 class SoftmaxStage(_Stage):

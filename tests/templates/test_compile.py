@@ -617,3 +617,56 @@ def test_the_cluster_templates_are_correct_on_the_gpu(tmp_path: Path, build_cach
             TASKS / "clusters.py", workspace.root, EvalOptions(profile=False, compile_mode=None)
         )
         assert result.verdict == "correct", f"variant {n}: {result.feedback()}"
+
+
+# The column apply (reduce_col.cu's col_apply): 48 channels held as 48 x 1 and 48 x 2 values a
+# thread, block sizes apart, fast math on and off.
+COLUMN_APPLY_VARIANTS = [
+    {"S0_VEC": 1, "S0_BLOCK": 64, "S1_VEC": 2, "S1_BLOCK": 256, "S2_VEC": 1, "S2_BLOCK": 512},
+    {"S0_VEC": 2, "S0_BLOCK": 128, "S0_FAST": 1, "S1_VEC": 1, "S1_BLOCK": 128, "S2_VEC": 2, "S2_FAST": 1},
+]  # fmt: skip
+
+
+def _column_apply_plan() -> Plan:
+    from agent.templates import recognize, trace_tasks
+    from agent.templates.plan import ReduceStage
+
+    plan = recognize(trace_tasks([TASKS / "colnorm.py"])[0])  # type: ignore[arg-type]
+    assert isinstance(plan, Plan)
+    assert all(isinstance(s, ReduceStage) and s.apply is not None for s in plan.stages)
+    return plan
+
+
+@pytest.mark.slow
+def test_the_column_apply_compiles_with_several_slot_settings(tmp_path: Path, build_cache: Path) -> None:
+    plan = _column_apply_plan()
+    space = SlotSpace(plan)
+    first = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
+    assert not space.valid({**first, "S0_STRATEGY": 1})  # the values stay in one thread's registers
+    assert not space.valid(
+        {**first, "S0_VEC": 2, "S0_BLOCK": 1024}
+    )  # 96 K values: more than a SM's registers
+    root, built = compile_variants(plan, TASKS / "colnorm.py", COLUMN_APPLY_VARIANTS, tmp_path, build_cache)
+    for variant, config in zip(COLUMN_APPLY_VARIANTS, built, strict=True):
+        assert all(config[k] == v for k, v in variant.items()), config  # valid as asked: nothing repaired
+    assert "col_apply<<<" in (root / "kernels" / "s0_reduce_col.cu").read_text()
+
+
+@pytest.mark.gpu
+def test_the_column_apply_is_correct_on_the_gpu(tmp_path: Path, build_cache: Path) -> None:
+    """The referee's verdict on each column-apply variant."""
+    from agent.referee.evaluate import evaluate
+    from agent.referee.options import EvalOptions
+
+    plan = _column_apply_plan()
+    space = SlotSpace(plan)
+    base = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
+    for n, variant in enumerate(COLUMN_APPLY_VARIANTS):
+        config = {**base, **variant}
+        assert space.valid(config), space.violations(config)
+        workspace = Workspace.create(tmp_path / f"ws{n}", parse_task(TASKS / "colnorm.py"))
+        for rel, text in instantiate(plan, config, tunable=space.tunable()).items():
+            (workspace.root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (workspace.root / rel).write_text(text)
+        result = evaluate(TASKS / "colnorm.py", workspace.root, EvalOptions(profile=False, compile_mode=None))
+        assert result.verdict == "correct", f"variant {n}: {result.feedback()}"

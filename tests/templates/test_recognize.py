@@ -4,9 +4,11 @@ either covered by a plan or named as not covered, with the operators it lacks.""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
-from agent.templates import NotCovered, OpGraph, Plan
+from agent.templates import NotCovered, OpGraph, Plan, recognize, trace_tasks
 from agent.templates.plan import ConvStage, EwiseStage, GemmStage, ReduceStage
+from tests.templates.conftest import TASKS
 
 
 def test_every_task_traces_on_meta(kernelbench_graphs) -> None:
@@ -142,8 +144,44 @@ def test_losses_fuse_their_prologue_into_the_reduction(kernelbench_plans) -> Non
     stage = mse.stages[0]
     assert isinstance(stage, ReduceStage) and stage.op == "mean" and stage.src.fns == ["sub", "pow_scalar"]
     assert (stage.outer, stage.inner) == (1, 1)
+
+
+def test_a_column_reduction_read_back_over_its_columns_fuses_into_one_column_apply(kernelbench_plans) -> None:
+    """RMSNorm over channels (level-1 problem 36): the mean of x^2 over 64 channels and x / rms
+    are one stage that reads x once; of levels 1 and 2, only that task has this shape."""
     rms = kernelbench_plans["level1/36_RMSNorm_.py"]
-    assert isinstance(rms, Plan) and [s.kind for s in rms.stages] == ["reduce", "ewise"]
+    assert isinstance(rms, Plan) and [s.kind for s in rms.stages] == ["reduce"]
+    stage = rms.stages[0]
+    assert isinstance(stage, ReduceStage) and (stage.r, stage.inner) == (64, 512 * 512)
+    assert stage.apply is not None and stage.apply.fns == ["div"] and stage.apply.instrs[0].args == ["v", "w"]
+    assert stage.epilogue is not None and stage.epilogue.fns == ["add", "sqrt"]
+    assert stage.out == rms.outputs[0].buf and rms.buffers[stage.out].shape == [112, 64, 512, 512]
+    fused = sorted(
+        name
+        for name, plan in kernelbench_plans.items()
+        if isinstance(plan, Plan) and any(isinstance(s, ReduceStage) and s.apply for s in plan.stages)
+    )
+    assert fused == ["level1/36_RMSNorm_.py"]
+
+
+def test_a_column_apply_keeps_its_other_operands_and_refuses_what_it_cannot_hold(tmp_path: Path) -> None:
+    """The colnorm test task: three column reductions read back, fused (an added tensor stays an
+    operand); with 72 channels, more than a thread holds, each stays a reduction and a pass."""
+    plan = recognize(trace_tasks([TASKS / "colnorm.py"])[0])  # type: ignore[arg-type]
+    assert isinstance(plan, Plan) and [s.kind for s in plan.stages] == ["reduce"] * 3
+    first = plan.stages[0]
+    assert isinstance(first, ReduceStage) and first.apply is not None
+    assert first.apply.fns == ["div", "add"] and [o.view.buf for o in first.apply.operands] == ["in1"]
+    assert [s.op for s in plan.stages if isinstance(s, ReduceStage)] == ["mean", "sum", "max"]
+
+    wide = tmp_path / "colnorm_wide.py"
+    wide.write_text(
+        (TASKS / "colnorm.py").read_text().replace("torch.randn(5, 48, 10, 30)", "torch.randn(5, 72, 10, 30)")
+    )
+    plan = recognize(trace_tasks([wide])[0])  # type: ignore[arg-type]
+    assert isinstance(plan, Plan)
+    assert not any(isinstance(s, ReduceStage) and s.apply for s in plan.stages)
+    assert [s.kind for s in plan.stages].count("reduce") == 3 and len(plan.stages) > 3
 
 
 def test_every_convolution_of_level_1_is_a_conv_stage_and_the_depthwise_ones_go_direct(

@@ -5,6 +5,10 @@
 // shared-memory merge, 2 SPLIT slices of r over grid.y writing partials (or atomicAdd with
 // ATOMIC) merged by a second kernel. Slots: BLOCK (config), VEC (memory), UNROLL, FAST
 // (compute), STRATEGY, SPLIT, ATOMIC (reduction). Constraint: INNER % VEC == 0 when VEC > 1.
+// With kApply (a fused column apply, RMSNorm over channels) the output is the whole input space:
+// out[(o * R + r) * INNER + j] = apply(x, epi(reduce)), x the source's first operand, which a
+// thread of col_apply holds in registers for its VEC columns (STRATEGY 0, UNROLL 1, R * VEC <= 128,
+// R * VEC * BLOCK <= 32768: a block within a SM's registers).
 #include "tune_config.h"
 {{SLOTS}}
 #define T_FAST FAST
@@ -20,10 +24,16 @@ constexpr bool kArg = kOp == 5 || kOp == 6;
 constexpr int64_t kOutputs = kOuter * kInner;
 static_assert(!ATOMIC || kAtomicOk, "ATOMIC needs a sum or mean without an epilogue");
 static_assert(VEC == 1 || kInner % VEC == 0, "VEC must divide INNER");
+static_assert(!kApply || (STRATEGY == 0 && UNROLL == 1 && kR * VEC <= 128 && !kArg),
+              "a column apply holds its R x VEC values in registers: STRATEGY 0, UNROLL 1, R * VEC <= 128");
 
 {{SRC}}
 
 {{EPI}}
+
+{{SRC_V}}
+
+{{APPLY}}
 
 __device__ __forceinline__ void finish(const tk::Ptrs& P, OutT* out, int64_t q, tk::Acc s) {
   if constexpr (kArg) {
@@ -66,6 +76,41 @@ __global__ void __launch_bounds__(BLOCK) col_thread(tk::Ptrs P, OutT* out) {
     column_partial(P, t * VEC, 0, kR, 1, s);
 #pragma unroll
     for (int l = 0; l < VEC; ++l) finish(P, out, t * VEC + l, s[l]);
+  }
+}
+
+// One pass: the VEC columns' R rows are loaded once, reduced, and written through apply.
+__global__ void __launch_bounds__(BLOCK) col_apply(tk::Ptrs P, float* out) {
+  for (int64_t t = (int64_t)blockIdx.x * BLOCK + threadIdx.x; t < kOutputs / VEC; t += (int64_t)gridDim.x * BLOCK) {
+    const int64_t q = t * VEC, o = q / kInner, j = q % kInner;
+    float x[kR][VEC];
+#pragma unroll
+    for (int r = 0; r < kR; ++r) tk::load_vec<VEC>(x[r], P.p[0] + (o * kR + r) * kInner + j);
+    tk::Acc s[VEC];
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) s[l] = tk::acc_init<kOp>();
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      float y[1][VEC];
+      src_v<VEC>(P, (o * kR + r) * kInner + j, x[r], y);
+#pragma unroll
+      for (int l = 0; l < VEC; ++l) tk::acc_add<kOp>(s[l], y[0][l], r);
+    }
+    float w[VEC];
+#pragma unroll
+    for (int l = 0; l < VEC; ++l) {
+      const float v = tk::acc_value<kOp>(s[l], kR);
+      float res[1][1];
+      epi<1>(P, q + l, &v, res);
+      w[l] = res[0][0];
+    }
+#pragma unroll
+    for (int r = 0; r < kR; ++r) {
+      const int64_t i = (o * kR + r) * kInner + j;
+      float res[1][VEC];
+      apply<VEC>(P, i, x[r], w, res);
+      tk::store_vec<VEC>(out + i, res[0]);
+    }
   }
 }
 
@@ -142,7 +187,9 @@ extern "C" cudaError_t {{NS}}_launch(const float* const* ins, void* const* outs,
   tk::Ptrs P{};
 {{BIND_INPUTS}}
   OutT* out = static_cast<OutT*>(outs[0]);
-  if (STRATEGY == 0) {
+  if (kApply) {
+    col_apply<<<(unsigned)thread_blocks(), BLOCK, 0, stream>>>(P, reinterpret_cast<float*>(out));
+  } else if (STRATEGY == 0) {
     col_thread<<<(unsigned)thread_blocks(), BLOCK, 0, stream>>>(P, out);
   } else if (STRATEGY == 1) {
     col_tile<<<(unsigned)(kOuter * kTilesPerOuter), BLOCK, 0, stream>>>(P, out);
