@@ -156,6 +156,12 @@ def test_route_leans_only_the_cuda_load_inline_wrote_and_keeps_its_lines(
     assert (tmp_path / "ext" / "cuda.lean.cu").stat().st_mtime_ns == lean_mtime
     inline_build.route(ninja, tmp_path / "cache")  # routing twice changes nothing either
     assert ninja.read_text() == text
+    # Only the copy's edge runs nvcc's steps as a graph; the user's own file runs nvcc as torch wrote.
+    assert (
+        text.count(f"\n  nvcc = {sys.executable} {inline_build.PARALLEL_NVCC} /usr/local/cuda/bin/nvcc\n")
+        == 1
+    )
+    assert text.index("cuda.lean.cu\n  nvcc = ") > 0
 
 
 def test_no_precompiled_header_when_a_cpp_source_does_not_start_with_extension_h(
@@ -281,6 +287,9 @@ def test_a_generation_builds_lean_with_the_pch_and_the_candidate_import_runs_no_
     folder = Path(built.build_dir) / "relu_generation"
     ninja = (folder / "build.ninja").read_text()
     assert "cuda.min.cu" in ninja and "-Winvalid-pch" in ninja
+    assert (
+        f"nvcc = {sys.executable} {inline_build.PARALLEL_NVCC}" in ninja
+    )  # the tier copy's steps as a graph
     assert list((cache / "inline_pch").glob(f"*/{inline_build.PCH_HEADER}.gch"))
     entries = ninja_log_entries(built.build_dir, "relu_generation")
     so = folder / "relu_generation.so"
@@ -336,3 +345,5 @@ def test_a_broken_generation_reports_the_error_of_the_file_as_written(tmp_path: 
     assert first.file == path.name and 'identifier "q" is undefined' in first.message
     assert first.line == path.read_text().splitlines().index(f"    {TYPO}") + 1
     assert "(in cuda.cu:" in first.context  # the original's error, not the lean copy's
+    ninja = (Path(built.build_dir) / "relu_generation" / "build.ninja").read_text()
+    assert "nvcc_parallel" not in ninja  # the original is compiled by nvcc itself

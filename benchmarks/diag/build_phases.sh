@@ -23,7 +23,17 @@ PY
 done
 folder=$(dirname "$(ls "$TORCH_EXTENSIONS_DIR"/*/build.ninja | head -1)")
 cp "$folder/.ninja_log" "$out/ninja_log.txt"; cp "$folder/build.ninja" "$out/build.ninja"
+workers=$PWD/sandbox/workers
 cd "$folder" && ninja -t commands | grep nvcc | head -1 > "$out/nvcc_command.txt"
 command=$(cat "$out/nvcc_command.txt")
-bash -c "${command/ -o / --time $out/nvcc_time.csv -o }" >/dev/null 2>&1
-awk -F' , ' 'NR > 1 {printf "%-24s %8.0f ms\n", $2, $7}' "$out/nvcc_time.csv" | tee -a "$out/phases.txt"
+plain=${command#*nvcc_parallel.py }  # a tier copy's edge runs nvcc through nvcc_parallel.py
+echo "nvcc alone, its phases in a row (nvcc --time):" | tee -a "$out/phases.txt"
+start=$EPOCHREALTIME
+bash -c "${plain/ -o / --time $out/nvcc_time.csv -o }" >/dev/null 2>&1
+echo "  wall $(awk "BEGIN {printf \"%.2f\", $EPOCHREALTIME - $start}") s" | tee -a "$out/phases.txt"
+awk -F' , ' 'NR > 1 {printf "  %-24s %8.0f ms\n", $2, $7}' "$out/nvcc_time.csv" | tee -a "$out/phases.txt"
+echo "nvcc's steps as a graph (nvcc_parallel.py), each step's span in s:" | tee -a "$out/phases.txt"
+start=$EPOCHREALTIME
+NVCC_PARALLEL_TIMES="$out/graph_times.jsonl" bash -c "python3 $workers/nvcc_parallel.py $plain" >/dev/null 2>&1
+echo "  wall $(awk "BEGIN {printf \"%.2f\", $EPOCHREALTIME - $start}") s" | tee -a "$out/phases.txt"
+tail -1 "$out/graph_times.jsonl" | tee -a "$out/phases.txt"

@@ -17,8 +17,10 @@ cut the header cost that dominates such builds (29-70 s of `torch/extension.h` p
      solution as written.
   Both copies see a slim `ATen/Functions.h` first on the include path that declares only the
   operators the sources or their headers name (slim_aten.py: 30 s -> 24 s there).
-- **Two nvcc threads.** `--threads 2` runs the host front end (cudafe++) beside the device one
-  (cicc): the same outputs, a shorter critical path.
+- **nvcc's steps as a graph.** A tier copy is compiled by `nvcc_parallel.py`, which runs nvcc's
+  own steps with the host front end (cudafe++) beside the device chain (cicc, ptxas, fatbinary)
+  instead of before it: the same commands and outputs, a shorter critical path. The original is
+  compiled by nvcc itself (with `--threads 2`), so the errors reported are nvcc's own.
 - **Precompiled header.** When every C++ source starts with `#include <torch/extension.h>` (the
   `main.cpp` load_inline writes), that header comes precompiled from the shared cache, built
   once per (compiler, flags, torch): the ~20-40 s parse of main.cpp drops to a few seconds. A
@@ -37,7 +39,9 @@ import functools
 import hashlib
 import inspect
 import re
+import shlex
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,6 +60,16 @@ _PCH_FLAG = re.compile(r" -include \S+/" + re.escape(PCH_HEADER) + r" -Winvalid-
 _SLIM_INCLUDE = re.compile(r"\s-I\S*" + slim_aten.SLIM_DIR)
 _EDGE = re.compile(r"^build (\S+): (compile|cuda_compile) (\S+)$")
 _NAME_FLAG = re.compile(r"\s-DTORCH_EXTENSION_NAME=\S+")
+
+
+_PARALLEL_BINDING = "  nvcc = "  # an edge's own binding of the rule's $nvcc (only ours have one)
+PARALLEL_NVCC = Path(__file__).with_name("nvcc_parallel.py")
+
+
+def _parallel_nvcc(nvcc: str) -> str:
+    """The command a tier copy's edge runs for $nvcc: the same in the build worker and the
+    candidate (one interpreter, one workers folder), so the candidate's build.ninja is unchanged."""
+    return " ".join([shlex.quote(sys.executable), shlex.quote(str(PARALLEL_NVCC)), nvcc])
 
 
 _routed_to: list[Path] = []  # the cache this process's torch builds use, once installed
@@ -97,11 +111,13 @@ def install(cache_dir: str) -> None:
 
 def route(ninja_path: Path, cache_dir: Path) -> None:
     """Edit the build.ninja torch just wrote (or one routed before): each .cu load_inline wrote is
-    compiled from the copy of its first tier that has not failed, the C++ with the PCH."""
+    compiled from the copy of its first tier that has not failed (by nvcc_parallel), the C++ with
+    the PCH."""
     # Routing again (after a failed tier) starts from torch's own flags: ours come off first.
     lines = [
         _PCH_FLAG.sub("", line) if line.startswith("cflags = ") else line
         for line in ninja_path.read_text().splitlines()
+        if not line.startswith(_PARALLEL_BINDING)
     ]
     slim_flag = f"-I{ninja_path.parent / slim_aten.SLIM_DIR}"
     lines = [_without_flag(line, "cuda_post_cflags", slim_flag) for line in lines]
@@ -130,6 +146,8 @@ def route(ninja_path: Path, cache_dir: Path) -> None:
         if plan is not None:
             _write_if_changed(plan.path, plan.text)
         lines[index] = f"build {target}: {rule} {plan.path if plan else source}"
+        if plan is not None and "nvcc" in variables:
+            lines[index] += f"\n{_PARALLEL_BINDING}{_parallel_nvcc(variables['nvcc'])}"
     cuda_flags = [NVCC_THREADS] if cuda_edges else []
     if slim is not None:
         cuda_flags.append(slim_flag)
