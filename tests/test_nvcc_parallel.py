@@ -112,3 +112,18 @@ def test_what_it_does_not_plan_goes_to_nvcc_as_is(tmp_path: Path) -> None:
         [sys.executable, nvcc_parallel.__file__, str(NVCC), *two_archs], cwd=tmp_path, capture_output=True
     )
     assert done.returncode == 0 and (tmp_path / "k.o").is_file()
+
+
+def test_a_dry_run_it_cannot_read_goes_to_nvcc_as_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "k.cu").write_text(SOURCE)
+    monkeypatch.chdir(tmp_path)
+    run = subprocess.run
+
+    def unbalanced_dry_run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess:
+        if "--dryrun" in argv:
+            return subprocess.CompletedProcess(argv, 0, "", '#$ gcc -E "k.cu -o k.cpp4.ii\n')
+        return run(argv, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(subprocess, "run", unbalanced_dry_run)
+    assert nvcc_parallel.main([str(NVCC), ARCH, "-c", "k.cu", "-o", "k.o"]) == 0
+    assert (tmp_path / "k.o").is_file()

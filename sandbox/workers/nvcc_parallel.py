@@ -52,7 +52,10 @@ class Step:
 def main(argv: list[str]) -> int:
     nvcc, args = argv[0], argv[1:]
     with tempfile.TemporaryDirectory(prefix="nvcc-parallel-") as keep:
-        plan = _plan(nvcc, args, Path(keep))
+        try:
+            plan = _plan(nvcc, args, Path(keep))
+        except (ValueError, OSError):  # a dry run it cannot read (shlex) or run: nvcc's own way
+            plan = None
         if plan is None:
             return subprocess.call([nvcc, *args])
         env, steps, depfile = plan
