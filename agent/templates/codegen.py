@@ -77,14 +77,17 @@ def program_function(
     return "\n".join(lines)
 
 
-def identity_epilogue(name: str) -> str:
-    """The epilogue of a stage that has none: out = v."""
+def identity_epilogue(name: str, *, second_input: bool = False) -> str:
+    """The epilogue of a stage that has none: out = v (`second_input`: the signature of a column
+    apply's, win unused)."""
+    win = ", const float* win" if second_input else ""
     return "\n".join(
         [
             "template <int V>",
-            f"__device__ __forceinline__ void {name}(const tk::Ptrs& P, int64_t i0, const float* vin, float (*out)[V]) {{",
+            f"__device__ __forceinline__ void {name}(const tk::Ptrs& P, int64_t i0, const float* vin{win}, float (*out)[V]) {{",
             "  (void)P;",
             "  (void)i0;",
+            *(["  (void)win;"] if second_input else []),
             "  for (int l = 0; l < V; ++l) out[0][l] = vin[l];",
             "}",
         ]

@@ -418,27 +418,12 @@ def _column_apply_pieces(stage: ReduceStage, nsrc: int) -> dict[str, str]:
     """reduce_col.cu's src_v (src with its first operand passed in) and apply; without an apply,
     stand-ins the unused col_apply compiles against."""
     if stage.apply is None:
-        return {"SRC_V": identity_epilogue("src_v"), "APPLY": _apply_stand_in()}
+        return {"SRC_V": identity_epilogue("src_v"), "APPLY": identity_epilogue("apply", second_input=True)}
     nepi = len(stage.epilogue.operands) if stage.epilogue else 0
     return {
         "SRC_V": program_function(stage.src, "src_v", vin_operand=0),
         "APPLY": program_function(stage.apply, "apply", nsrc + nepi, second_input=True),
     }
-
-
-def _apply_stand_in() -> str:
-    return "\n".join(
-        [
-            "template <int V>",
-            "__device__ __forceinline__ void apply(const tk::Ptrs& P, int64_t i0, const float* vin, "
-            "const float* win, float (*out)[V]) {",
-            "  (void)P;",
-            "  (void)i0;",
-            "  (void)win;",
-            "  for (int l = 0; l < V; ++l) out[0][l] = vin[l];",
-            "}",
-        ]
-    )
 
 
 def _affine(stage: NormStage) -> str:

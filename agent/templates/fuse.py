@@ -138,12 +138,17 @@ def _epilogue(plan: Plan) -> bool:
         ):
             continue
         stage.epilogue = _take_input(program, out.name)
-        stage.out = group.outs[0]
-        stage.ops = stage.ops + group.ops
-        plan.stages.remove(group)
-        del plan.buffers[out.name]
+        _absorb(plan, stage, group, out.name)
         return True
     return False
+
+
+def _absorb(plan: Plan, stage: Producer, group: EwiseStage, buf: str) -> None:
+    """`group`, now computed by `stage`, leaves the plan with `buf`, the buffer between them."""
+    stage.out = group.outs[0]
+    stage.ops = stage.ops + group.ops
+    plan.stages.remove(group)
+    del plan.buffers[buf]
 
 
 def _inline(plan: Plan) -> bool:
@@ -236,10 +241,7 @@ def _column_apply(plan: Plan) -> bool:
         ):
             continue
         stage.apply = _take_input(_take_input(program, out.name, "w"), x.view, "v")
-        stage.out = group.outs[0]
-        stage.ops = stage.ops + group.ops
-        plan.stages.remove(group)
-        del plan.buffers[out.name]
+        _absorb(plan, stage, group, out.name)
         return True
     return False
 

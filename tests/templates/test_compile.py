@@ -600,22 +600,25 @@ def test_the_cluster_templates_compile_with_several_slot_settings(tmp_path: Path
 @pytest.mark.gpu
 def test_the_cluster_templates_are_correct_on_the_gpu(tmp_path: Path, build_cache: Path) -> None:
     """The referee's verdict on each cluster variant (3000 rows and 1200 groups: a cluster each)."""
+    judge_variants(_cluster_plan(), TASKS / "clusters.py", CLUSTER_VARIANTS, tmp_path)
+
+
+def judge_variants(plan: Plan, task: Path, variants: list[dict[str, int]], tmp_path: Path) -> None:
+    """The referee's verdict on `plan` with its first slot values changed by each variant, each
+    valid as given (nothing repaired): every one must be correct."""
     from agent.referee.evaluate import evaluate
     from agent.referee.options import EvalOptions
 
-    plan = _cluster_plan()
     space = SlotSpace(plan)
     base = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
-    for n, variant in enumerate(CLUSTER_VARIANTS):
+    for n, variant in enumerate(variants):
         config = {**base, **variant}
         assert space.valid(config), space.violations(config)
-        workspace = Workspace.create(tmp_path / f"ws{n}", parse_task(TASKS / "clusters.py"))
+        workspace = Workspace.create(tmp_path / f"ws{n}", parse_task(task))
         for rel, text in instantiate(plan, config, tunable=space.tunable()).items():
             (workspace.root / rel).parent.mkdir(parents=True, exist_ok=True)
             (workspace.root / rel).write_text(text)
-        result = evaluate(
-            TASKS / "clusters.py", workspace.root, EvalOptions(profile=False, compile_mode=None)
-        )
+        result = evaluate(task, workspace.root, EvalOptions(profile=False, compile_mode=None))
         assert result.verdict == "correct", f"variant {n}: {result.feedback()}"
 
 
@@ -643,9 +646,8 @@ def test_the_column_apply_compiles_with_several_slot_settings(tmp_path: Path, bu
     space = SlotSpace(plan)
     first = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
     assert not space.valid({**first, "S0_STRATEGY": 1})  # the values stay in one thread's registers
-    assert not space.valid(
-        {**first, "S0_VEC": 2, "S0_BLOCK": 1024}
-    )  # 96 K values: more than a SM's registers
+    # 48 x 2 values a thread in 1024 threads: more than a SM's registers
+    assert not space.valid({**first, "S0_VEC": 2, "S0_BLOCK": 1024})
     root, built = compile_variants(plan, TASKS / "colnorm.py", COLUMN_APPLY_VARIANTS, tmp_path, build_cache)
     for variant, config in zip(COLUMN_APPLY_VARIANTS, built, strict=True):
         assert all(config[k] == v for k, v in variant.items()), config  # valid as asked: nothing repaired
@@ -655,18 +657,4 @@ def test_the_column_apply_compiles_with_several_slot_settings(tmp_path: Path, bu
 @pytest.mark.gpu
 def test_the_column_apply_is_correct_on_the_gpu(tmp_path: Path, build_cache: Path) -> None:
     """The referee's verdict on each column-apply variant."""
-    from agent.referee.evaluate import evaluate
-    from agent.referee.options import EvalOptions
-
-    plan = _column_apply_plan()
-    space = SlotSpace(plan)
-    base = initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
-    for n, variant in enumerate(COLUMN_APPLY_VARIANTS):
-        config = {**base, **variant}
-        assert space.valid(config), space.violations(config)
-        workspace = Workspace.create(tmp_path / f"ws{n}", parse_task(TASKS / "colnorm.py"))
-        for rel, text in instantiate(plan, config, tunable=space.tunable()).items():
-            (workspace.root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (workspace.root / rel).write_text(text)
-        result = evaluate(TASKS / "colnorm.py", workspace.root, EvalOptions(profile=False, compile_mode=None))
-        assert result.verdict == "correct", f"variant {n}: {result.feedback()}"
+    judge_variants(_column_apply_plan(), TASKS / "colnorm.py", COLUMN_APPLY_VARIANTS, tmp_path)
