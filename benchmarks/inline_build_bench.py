@@ -9,7 +9,8 @@ Through the product's own `compile_solution` and the local sandbox, in a fresh b
              the candidate worker does it (`candidate_child._import_candidate`, torch already
              imported): no compiler may run
 and, with `--torch-baseline`, the first solution built by torch's own load_inline without our
-routing (what a KernelBench evaluator pays), for comparison. Targets: cold <= 15 s, import <= 2 s.
+routing (what a KernelBench evaluator pays), for comparison. Targets: cold <= 15 s for a typical
+generation (the median; each build is listed), import <= 2 s (every one).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def import_seconds(solution: Path, build_dir: str, box: Sandbox, arch: str) -> t
     }
     code = IMPORT.format(workers=str(Path(box.worker("build.py")).parent))
     done = box.exec(
-        [box.python, "-I", "-c", code, json.dumps(spec)], timeout=900, env={"TORCH_CUDA_ARCH_LIST": arch}
+        box.python_command("-c", code, json.dumps(spec)), timeout=900, env={"TORCH_CUDA_ARCH_LIST": arch}
     )
     if done.returncode != 0:
         raise SystemExit(f"import of {solution.name} failed:\n{done.stderr[-3000:]}")
@@ -139,6 +140,7 @@ def main() -> int:
         shutil.copy(source, path)
         solution = SingleFileSolution(path)
         box = open_sandbox("local", workspace=solution.root, cache_dir=cache)
+        bytecode = bool(box.python_flags())  # the harness's torch bytecode (sandbox/bytecode.py)
         built = compile_solution(solution, box, arch=args.arch)
         if not built.ok:
             raise SystemExit(f"{source.name} failed to build:\n{built.feedback()}")
@@ -150,6 +152,7 @@ def main() -> int:
                 ("slim Functions.h", "kernel_agent_aten" in ninja),
                 ("nvcc --threads 2", "--threads 2" in ninja),
                 ("PCH", "-Winvalid-pch" in ninja),
+                ("torch bytecode from the harness", bytecode),
             )
             if present
         )
@@ -199,10 +202,14 @@ def main() -> int:
         "",
     ]
     if colds:
-        verdict = "met" if max(colds) <= COLD_TARGET_S else "MISSED"
+        # Issue 17's target is for a typical generation: the median, with every build shown.
+        typical = statistics.median(colds)
+        verdict = "met" if typical <= COLD_TARGET_S else "MISSED"
+        within = sum(cold <= COLD_TARGET_S for cold in colds)
         lines.append(
-            f"- cold build (toolchain warm): median {statistics.median(colds):.2f} s, max {max(colds):.2f} s "
-            f"(target <= {COLD_TARGET_S:.0f} s: {verdict})"
+            f"- cold build (toolchain warm): median {typical:.2f} s, max {max(colds):.2f} s, "
+            f"{within} of {len(colds)} within {COLD_TARGET_S:.0f} s (target: a typical generation "
+            f"<= {COLD_TARGET_S:.0f} s: {verdict})"
         )
     verdict = "met" if max(imports) <= IMPORT_TARGET_S else "MISSED"
     lines.append(

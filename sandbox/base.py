@@ -224,6 +224,15 @@ class Sandbox(abc.ABC):
         """Path inside the sandbox of a worker script in sandbox/workers/."""
         return f"{self.workers_path}/{name}"
 
+    def python_flags(self) -> list[str]:
+        """Interpreter flags for a python this sandbox starts, after `-I` (none by default)."""
+        return []
+
+    def python_command(self, *args: str) -> list[str]:
+        """`python -I` in this sandbox with the backend's flags, then `args` (a worker and its
+        arguments, `-c CODE`, ...): how every worker is started."""
+        return [self.python, "-I", *self.python_flags(), *args]
+
     @property
     def capabilities(self) -> Capabilities:
         """What the host may rely on (Capabilities); each backend says what it offers."""

@@ -42,9 +42,10 @@ from sandbox.base import (
     returncode_from_wait_status,
 )
 from sandbox.bwrap import bwrap_prefix
+from sandbox.bytecode import BytecodeCache
 from sandbox.cgroups import CgroupPlan, CommandCgroup, command_cgroup_name
 from sandbox.launch import launch_prefix, processes_of_uid
-from sandbox.paths import default_cache_dir, gpu_gate_dir
+from sandbox.paths import bytecode_cache_dir, default_cache_dir, gpu_gate_dir
 from sandbox.pump import pump
 
 GiB = 1024**3
@@ -130,6 +131,7 @@ class LocalSandbox(Sandbox):
         self._notes: list[str] = []
         self._prefix: list[str] = []
         self._bwrap = False
+        self._bytecode: BytecodeCache | None = None
         self._net: str | None = None
         if isolation != "none":
             self._setup_namespaces(isolation, hide_home, ro_paths)
@@ -147,10 +149,18 @@ class LocalSandbox(Sandbox):
             gates = gpu_gate_dir()
             gates.mkdir(parents=True, exist_ok=True)
             visible = [*ro_paths, gates]
+            root = bytecode_cache_dir()
+            bytecode = BytecodeCache(root, self.python) if root else None
+            if bytecode and bytecode.needed and not _under(bytecode.root.resolve(), *writable, self.tmp_path):
+                bytecode.root.mkdir(parents=True, exist_ok=True)
+                visible.append(bytecode.root)
             prefix = bwrap_prefix(bwrap, self.tmp_path, writable, self._gpu_nodes, hide_home, visible)
             probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
             if probe.returncode == 0:
                 self._prefix, self._bwrap = prefix, True
+                if bytecode and bytecode.root in visible:
+                    self._bytecode = bytecode
+                    bytecode.make_in_background()
                 self._net = "own network namespace (bwrap --unshare-net): loopback only"
                 return
             problem = f"bwrap does not work here: {probe.stderr.decode(errors='replace').strip()}"
@@ -166,6 +176,11 @@ class LocalSandbox(Sandbox):
             self._net = "own network namespace (unshare --net)"
         else:
             self._notes.append("no network namespace: unshare --net is not permitted here")
+
+    def python_flags(self) -> list[str]:
+        # torch's bytecode from the harness's read-only folder, once made (sandbox/bytecode.py).
+        folder = self._bytecode.ready() if self._bytecode else None
+        return ["-X", f"pycache_prefix={folder}"] if folder else []
 
     def _parent_death_prefix(self) -> list[str]:
         """Commands end with the harness thread that started them: bwrap's --die-with-parent, or
@@ -201,6 +216,10 @@ class LocalSandbox(Sandbox):
             filesystem = (
                 "bwrap: read-only root; writable: workspace, cache, private /tmp; home and /run hidden"
             )
+            if self._bytecode:
+                notes.append(
+                    f"torch ships no bytecode: workers read the harness's, read-only ({self._bytecode.folder})"
+                )
             host_procs = "own pid namespace"
         else:
             filesystem = None

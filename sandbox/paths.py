@@ -29,6 +29,15 @@ def harness_state_dir() -> Path:
     return cache_root() / "harness"
 
 
+def bytecode_cache_dir() -> Path | None:
+    """Where the harness keeps torch's bytecode for the local sandbox's workers (read-only to
+    them): KERNEL_AGENT_BYTECODE_CACHE (`off`: none), else `<harness state>/bytecode`."""
+    override = os.environ.get("KERNEL_AGENT_BYTECODE_CACHE")
+    if override == "off":
+        return None
+    return Path(override) if override else harness_state_dir() / "bytecode"
+
+
 def gpu_gate_dir() -> Path:
     """Where the GPU gate files live; sandboxes see this folder read-only (flock needs no write)."""
     return harness_state_dir() / "gpu-locks"

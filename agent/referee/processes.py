@@ -115,7 +115,7 @@ def run_candidate(
     request: CandidateRequest = {**cast("CandidateSpec", spec), "key": key.hex(), "run_id": exchange.run_id}
     stdin = json.dumps(request).encode()
     result = sandbox.exec(
-        [sandbox.python, "-I", sandbox.worker("candidate.py")], timeout=timeout, env=env, stdin=stdin
+        sandbox.python_command(sandbox.worker("candidate.py")), timeout=timeout, env=env, stdin=stdin
     )
     run = CandidateRun(result=result, record=None, last_stage=_last_stage(exchange.host_dir / "progress.txt"))
     printed = sum(text.count(RESULT_MARKER) for text in (result.stdout, result.stderr))

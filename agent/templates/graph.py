@@ -144,7 +144,7 @@ def trace_tasks(
             names.append(name)
         with open_sandbox(sandbox_kind, workspace=scratch, gpus=None) as box:
             inside = [f"{box.workspace_path}/{name}" for name in names]
-            cmd = [box.python, "-I", box.worker("trace_task.py"), "--timeout", str(timeout), *inside]
+            cmd = box.python_command(box.worker("trace_task.py"), "--timeout", str(timeout), *inside)
             result = box.exec(cmd, timeout=timeout * len(paths) + 60, cwd=box.workspace_path)
         report = parse_worker_result(result.stdout)
         if report is None:

@@ -181,7 +181,7 @@ class WorkerClient:
         def target() -> None:
             run.result.append(
                 self.sandbox.exec(
-                    [self.sandbox.python, "-I", self.sandbox.worker("tune_worker.py")],
+                    self.sandbox.python_command(self.sandbox.worker("tune_worker.py")),
                     timeout=self.exec_timeout,
                     env=self.env,
                     stdin=stdin,

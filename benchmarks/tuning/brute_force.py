@@ -119,7 +119,7 @@ def build_all(
             if not result.ok or not check_import or result.module_path is None:
                 return Built(kernel, result.ok, result.duration_s, result.status, result.feedback())
             names = extension_calls(ws)
-            run = box.exec([box.python, "-I", "-c", EXTENSION_CHECK, result.module_path, *names], timeout=300)
+            run = box.exec(box.python_command("-c", EXTENSION_CHECK, result.module_path, *names), timeout=300)
         if run.stdout.strip().splitlines()[-1:] != ["ok"]:
             detail = (run.stdout.strip() + "\n" + "\n".join(run.stderr.strip().splitlines()[-6:])).strip()
             return Built(

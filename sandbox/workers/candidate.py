@@ -148,6 +148,11 @@ class Supervisor:
         os.replace(path + ".tmp", path)
 
 
+def _bytecode_flags() -> list[str]:
+    """The child reads its bytecode where we do (the harness's read-only folder, if any)."""
+    return ["-X", f"pycache_prefix={sys.pycache_prefix}"] if sys.pycache_prefix else []
+
+
 def main() -> None:
     _not_dumpable()
     spec: CandidateRequest = json.loads(sys.stdin.buffer.read())
@@ -156,7 +161,7 @@ def main() -> None:
     del key
     from_child, to_us = os.pipe()
     child = subprocess.Popen(
-        [sys.executable, "-I", CHILD, str(to_us)],
+        [sys.executable, "-I", *_bytecode_flags(), CHILD, str(to_us)],
         stdin=subprocess.PIPE,
         pass_fds=(to_us,),
         close_fds=True,

@@ -34,13 +34,25 @@ def shared_build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(given) if given else tmp_path_factory.mktemp("kernel-agent-builds")
 
 
+@pytest.fixture(scope="session")
+def shared_bytecode_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """torch's bytecode for the sandboxes, where torch ships none (sandbox/bytecode.py): made once
+    for the session, like the toolchain, not once per test's cache."""
+    given = os.environ.get("KERNEL_AGENT_BYTECODE_CACHE")
+    return Path(given) if given else tmp_path_factory.mktemp("kernel-agent-bytecode")
+
+
 @pytest.fixture(autouse=True)
 def isolated_cache(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, shared_build_cache: Path
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    shared_build_cache: Path,
+    shared_bytecode_cache: Path,
 ) -> Path:
     cache = tmp_path_factory.mktemp("kernel-agent-cache")
     monkeypatch.setenv("KERNEL_AGENT_CACHE", str(cache))
     monkeypatch.setenv("KERNEL_AGENT_BUILD_CACHE", str(shared_build_cache))
+    monkeypatch.setenv("KERNEL_AGENT_BYTECODE_CACHE", str(shared_bytecode_cache))
     return cache
 
 
