@@ -149,16 +149,14 @@ class LocalSandbox(Sandbox):
             gates = gpu_gate_dir()
             gates.mkdir(parents=True, exist_ok=True)
             visible = [*ro_paths, gates]
-            root = bytecode_cache_dir()
-            bytecode = BytecodeCache(root, self.python) if root else None
-            if bytecode and bytecode.needed and not _under(bytecode.root.resolve(), *writable, self.tmp_path):
-                bytecode.root.mkdir(parents=True, exist_ok=True)
+            bytecode = self._usable_bytecode(writable)
+            if bytecode:
                 visible.append(bytecode.root)
             prefix = bwrap_prefix(bwrap, self.tmp_path, writable, self._gpu_nodes, hide_home, visible)
             probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
             if probe.returncode == 0:
                 self._prefix, self._bwrap = prefix, True
-                if bytecode and bytecode.root in visible:
+                if bytecode:
                     self._bytecode = bytecode
                     bytecode.make_in_background()
                 self._net = "own network namespace (bwrap --unshare-net): loopback only"
@@ -176,6 +174,17 @@ class LocalSandbox(Sandbox):
             self._net = "own network namespace (unshare --net)"
         else:
             self._notes.append("no network namespace: unshare --net is not permitted here")
+
+    def _usable_bytecode(self, writable: Sequence[str]) -> BytecodeCache | None:
+        """The harness's torch bytecode folder, where torch ships none and no sandbox could write it."""
+        root = bytecode_cache_dir()
+        if root is None or _under(root.resolve(), *writable, self.tmp_path):
+            return None
+        bytecode = BytecodeCache(root, self.python)
+        if not bytecode.needed:
+            return None
+        root.mkdir(parents=True, exist_ok=True)
+        return bytecode
 
     def python_flags(self) -> list[str]:
         # torch's bytecode from the harness's read-only folder, once made (sandbox/bytecode.py).
