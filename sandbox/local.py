@@ -178,12 +178,18 @@ class LocalSandbox(Sandbox):
     def _usable_bytecode(self, writable: Sequence[str]) -> BytecodeCache | None:
         """The harness's torch bytecode folder, where torch ships none and no sandbox could write it."""
         root = bytecode_cache_dir()
-        if root is None or _under(root.resolve(), *writable, self.tmp_path):
+        if root is None or _under(root := root.resolve(), *writable, self.tmp_path):
             return None
         bytecode = BytecodeCache(root, self.python)
         if not bytecode.needed:
             return None
-        root.mkdir(parents=True, exist_ok=True)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SandboxError(
+                f"local sandbox: cannot make torch's bytecode folder {root} ({exc.strerror}); set "
+                "KERNEL_AGENT_BYTECODE_CACHE to a folder this user can write, or to `off`"
+            ) from exc
         return bytecode
 
     def python_flags(self) -> list[str]:

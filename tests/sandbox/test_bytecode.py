@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import sandbox.bytecode as bytecode_module
+from sandbox.base import SandboxError
 from sandbox.local import LocalSandbox
 
 needs_bwrap = pytest.mark.skipif(
@@ -82,6 +83,18 @@ def test_a_folder_the_sandbox_could_write_is_never_used(
         assert not inside_build_cache.exists()
     finally:
         box.close()
+
+
+@needs_bwrap
+def test_a_folder_that_cannot_be_made_is_a_clear_error(
+    torch_without_bytecode: Path, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("kept")
+    monkeypatch.setenv("KERNEL_AGENT_BYTECODE_CACHE", str(a_file))
+    with pytest.raises(SandboxError, match="KERNEL_AGENT_BYTECODE_CACHE"):
+        LocalSandbox(workspace=workspace, cache_dir=tmp_path / "cache", gpus=None)
+    assert a_file.read_text() == "kept"
 
 
 def test_nothing_is_made_where_torch_has_its_own_bytecode(
