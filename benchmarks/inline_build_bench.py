@@ -152,6 +152,7 @@ def main() -> int:
                 ("slim Functions.h", "kernel_agent_aten" in ninja),
                 ("nvcc --threads 2", "--threads 2" in ninja),
                 ("PCH", "-Winvalid-pch" in ninja),
+                ("host PCH", "--host-pch" in ninja and bool(list(cache.glob("host_pch/*/prefix.h.gch")))),
                 ("torch bytecode from the harness", bytecode),
             )
             if present

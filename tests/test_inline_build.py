@@ -347,3 +347,50 @@ def test_a_broken_generation_reports_the_error_of_the_file_as_written(tmp_path: 
     assert "(in cuda.cu:" in first.context  # the original's error, not the lean copy's
     ninja = (Path(built.build_dir) / "relu_generation" / "build.ninja").read_text()
     assert "nvcc_parallel" not in ninja  # the original is compiled by nvcc itself
+
+
+BUILD_IN_PROCESS = """
+import runpy, sys
+sys.path.insert(0, sys.argv[3])
+import inline_build
+inline_build.install(sys.argv[2])
+module = runpy.run_path(sys.argv[1])
+print(callable(module["relu"].relu_cuda))
+"""
+
+
+@pytest.mark.slow
+def test_a_second_generation_compiles_its_host_side_against_the_first_ones_precompiled_torch(
+    tmp_path: Path, cache: Path
+) -> None:
+    """The torch part of cudafe++'s output is precompiled once (host_pch) and read by the next
+    generation, whose operators differ; both build and expose their functions."""
+    times = tmp_path / "times.jsonl"
+    env = {
+        "PATH": os.environ["PATH"],
+        "CUDA_HOME": os.environ.get("CUDA_HOME", "/usr/local/cuda"),
+        "TORCH_CUDA_ARCH_LIST": "9.0",
+        "TORCH_EXTENSIONS_DIR": str(tmp_path / "extensions"),
+        "NVCC_PARALLEL_TIMES": str(times),
+    }
+    bodies = {"first": "", "second": "if (n < 0) { y = torch::zeros_like(x).contiguous(); }"}
+    for name, body in bodies.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(GENERATION.replace("BODY", body).replace("relu_generation", f"relu_{name}"))
+        done = subprocess.run(
+            [sys.executable, "-c", BUILD_IN_PROCESS, str(path), str(cache), str(WORKERS_DIR)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=env,
+        )
+        assert done.returncode == 0 and done.stdout.split()[-1] == "True", done.stderr[-3000:]
+    first, second = (json.loads(line)["host_cc_note"] for line in times.read_text().splitlines())
+    # "plain, made KEY" where it is new, "KEY, N of M lines" where another test made it
+    key = first.split()[-1] if first.startswith("plain, made ") else first.split(",")[0]
+    assert (cache / inline_build.HOST_PCH_DIR / key / "prefix.h.gch").is_file()
+    assert second.startswith(f"{key}, "), second
+    slim = (
+        tmp_path / "extensions" / "relu_second" / "kernel_agent_aten" / "ATen" / "Functions.h"
+    ).read_text()
+    assert "ATen/ops/zeros_like.h" in slim  # its own operators, past the cut

@@ -15,6 +15,10 @@ The commands, flags and outputs are nvcc's own; only their order changes. The tw
 compared, and cicc runs again on cudafe++'s should they ever differ. Anything else (several
 architectures, relocatable device code, a step it does not know) runs nvcc as is. A failing
 step's output is printed and its exit status returned, the first failure in nvcc's order.
+
+`nvcc_parallel.py --host-pch CACHE NVCC ARGS...` (inline_build, for a tier copy) also gives both
+front ends one module id per file name and compiles the host side with the torch part of
+cudafe++'s output precompiled in CACHE (host_pch.py).
 NVCC_PARALLEL_TIMES=FILE appends each compile's step spans to FILE (benchmarks/diag).
 """
 
@@ -32,6 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import host_pch
+
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _VARIABLE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 TIMES_ENV = "NVCC_PARALLEL_TIMES"  # a file: each compile's step spans appended (diagnostics)
@@ -47,9 +53,13 @@ class Step:
     stdout: bytes = b""
     stderr: bytes = b""
     span: tuple[float, float] = (0.0, 0.0)  # monotonic start and end
+    note: str = ""  # how it ran, where that varies (the host compile: host_pch)
 
 
 def main(argv: list[str]) -> int:
+    pch_cache = None
+    if argv[:1] == ["--host-pch"]:
+        pch_cache, argv = Path(argv[1]), argv[2:]
     nvcc, args = argv[0], argv[1:]
     with tempfile.TemporaryDirectory(prefix="nvcc-parallel-") as keep:
         try:
@@ -59,7 +69,10 @@ def main(argv: list[str]) -> int:
         if plan is None:
             return subprocess.call([nvcc, *args])
         env, steps, depfile = plan
-        return _run(steps, env, depfile, Path(keep))
+        prefix_pch = _HostPch.of(args, pch_cache) if pch_cache else None
+        if prefix_pch and not _same_module_ids(steps, Path(keep) / "module_id", prefix_pch.source):
+            prefix_pch = None
+        return _run(steps, env, depfile, Path(keep), prefix_pch)
 
 
 def _plan(
@@ -158,6 +171,44 @@ def _kind(argv: list[str]) -> str | None:
     return None
 
 
+@dataclass
+class _HostPch:
+    """Where the host compile's precompiled prefix lives, and what it is cut by."""
+
+    cache: Path
+    source: str  # the .cu
+
+    @classmethod
+    def of(cls, args: list[str], cache: Path) -> _HostPch | None:
+        sources = [a for a in args if a.endswith(".cu")]
+        if len(sources) != 1:
+            return None
+        return cls(cache, str(Path(sources[0]).resolve()))
+
+    def compile(self, step: Step, env: dict[str, str]) -> bool:
+        started = time.monotonic()
+        done, step.note = host_pch.compile_host(step.argv, env, self.cache, str(Path(self.source).parent))
+        if done is None:
+            return _execute(step, env)
+        step.returncode, step.stdout, step.stderr = done.returncode, done.stdout, done.stderr
+        step.span = (started, time.monotonic())
+        return done.returncode == 0
+
+
+def _same_module_ids(steps: dict[str, Step], path: Path, source: str) -> bool:
+    """cudafe++ and cicc read one id for this file name (host_pch) instead of each making one;
+    False, nothing changed, where cudafe++ makes no id."""
+    cudafe, cicc = steps["cudafe"].argv, steps["cicc"].argv
+    if "--gen_module_id_file" not in cudafe or "--module_id_file_name" not in cudafe:
+        return False
+    path.write_text(host_pch.module_id(source))
+    for argv in (cudafe, cicc):
+        if "--gen_module_id_file" in argv:
+            argv.remove("--gen_module_id_file")
+        argv[argv.index("--module_id_file_name") + 1] = str(path)
+    return True
+
+
 def _execute(step: Step, env: dict[str, str]) -> bool:
     started = time.monotonic()
     done = subprocess.run(step.argv, env=env, capture_output=True)
@@ -170,14 +221,23 @@ def _chain(kinds: tuple[str, ...], steps: dict[str, Step], env: dict[str, str]) 
     return all(_execute(steps[kind], env) for kind in kinds)
 
 
-def _run(steps: dict[str, Step], env: dict[str, str], depfile: Path | None, keep: Path) -> int:
+def _run(
+    steps: dict[str, Step],
+    env: dict[str, str],
+    depfile: Path | None,
+    keep: Path,
+    prefix_pch: _HostPch | None,
+) -> int:
     with ThreadPoolExecutor(max_workers=2) as pool:
         host = pool.submit(_chain, ("host_pp", "cudafe"), steps, env)
         device = pool.submit(_chain, ("device_pp", "cicc", "ptxas", "fatbinary"), steps, env)
         ok = host.result() and device.result()
     if ok and not _same_module_id(steps):
         ok = _rerun_device_with_host_id(steps, env)
-    ok = ok and _execute(steps["host_cc"], env)
+    if prefix_pch is not None:
+        ok = ok and prefix_pch.compile(steps["host_cc"], env)
+    else:
+        ok = ok and _execute(steps["host_cc"], env)
     if times := os.environ.get(TIMES_ENV):
         _append_times(Path(times), steps)
     for kind in _ORDER:
@@ -198,9 +258,11 @@ def _run(steps: dict[str, Step], env: dict[str, str], depfile: Path | None, keep
 def _append_times(path: Path, steps: dict[str, Step]) -> None:
     """One JSON line per compile: each step's start and end in seconds from the first start."""
     zero = min(step.span[0] for step in steps.values() if step.span[0])
-    spans = {
+    spans: dict[str, object] = {
         k: [round(s.span[0] - zero, 3), round(s.span[1] - zero, 3)] for k, s in steps.items() if s.span[0]
     }
+    if steps["host_cc"].note:
+        spans["host_cc_note"] = steps["host_cc"].note
     with path.open("a") as out:
         out.write(json.dumps(spans) + "\n")
 

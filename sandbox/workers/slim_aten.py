@@ -101,13 +101,25 @@ def operator_names(functions_h: str) -> set[str]:
     return {m.group(1) for line in functions_h.splitlines() if (m := _OP_INCLUDE.match(line))}
 
 
+# Put where the operator includes begin: a no-op cudafe++ passes through, so the host compile
+# can tell where generations part ways (host_pch.py); the rest of the file is torch's, in order.
+OPERATORS_BEGIN = (
+    "#pragma GCC diagnostic push",
+    '#pragma GCC diagnostic ignored "-Wunused-macros"',
+    "#pragma GCC diagnostic pop",
+)
+
+
 def slim_text(functions_h: str, keep: set[str]) -> str:
-    """torch's Functions.h without the operator includes outside `keep`."""
-    lines = [
-        line
-        for line in functions_h.splitlines()
-        if not ((m := _OP_INCLUDE.match(line)) and m.group(1) not in keep)
-    ]
+    """torch's Functions.h without the operator includes outside `keep`, OPERATORS_BEGIN before
+    the first."""
+    lines: list[str] = []
+    for line in functions_h.splitlines():
+        op = _OP_INCLUDE.match(line)
+        if op and OPERATORS_BEGIN[0] not in lines:
+            lines.extend(OPERATORS_BEGIN)
+        if not op or op.group(1) in keep:
+            lines.append(line)
     return "\n".join(lines) + "\n"
 
 
