@@ -41,6 +41,7 @@ from slim_aten import OPERATORS_BEGIN
 PREFIX = "prefix.h"
 PLACEHOLDER = "/kernel-agent-build"  # the build folder's path in prefix.h
 FAILED = "failed.log"  # beside prefix.h: its header did not build, do not try again
+_TEXT = {"encoding": "utf-8", "errors": "surrogateescape"}  # cudafe++ writes literals' bytes as they are
 _MARKER = re.compile(r'# \d+ "[^"]*"')
 _BRACE_OR_LITERAL = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|[{}]')
 # Pragmas with a stack g++ may not carry across a precompiled header: balanced in the prefix.
@@ -94,7 +95,7 @@ def compile_host(
     source = next((Path(a) for a in argv if a.endswith(".cudafe1.cpp")), None)
     if source is None or "-o" not in argv:
         return None, "plain: no cudafe++ output"
-    lines = source.read_text().splitlines(keepends=True)
+    lines = source.read_text(**_TEXT).splitlines(keepends=True)
     at = cut(lines)
     if at is None:
         return None, "plain: no cut"
@@ -110,10 +111,10 @@ def compile_host(
             plain = pool.submit(subprocess.run, argv, env=env, capture_output=True)
             _build_header(argv, source, env, folder, prefix)
             return plain.result(), f"plain, made {key}"
-    if header.read_text() != prefix:
+    if header.read_text(**_TEXT) != prefix:
         return None, f"plain: {key} holds another prefix"
     rest = source.with_name(source.name.replace(".cudafe1.cpp", ".cudafe1.rest.cpp"))
-    rest.write_text(_last_marker(lines[:at]) + "".join(lines[at:]))
+    rest.write_text(_last_marker(lines[:at]) + "".join(lines[at:]), **_TEXT)
     done = subprocess.run(
         [*_with_input(argv, source, rest), "-include", str(header), "-Winvalid-pch"],
         env=env,
@@ -141,7 +142,7 @@ def _build_header(argv: list[str], source: Path, env: dict[str, str], folder: Pa
         gch = Path(f"{header}.gch")
         if gch.is_file() or (folder / FAILED).is_file():
             return
-        header.write_text(prefix)
+        header.write_text(prefix, **_TEXT)
         command = [*_without_io(argv, source), "-x", "c++-header", str(header), "-o", f"{gch}.tmp"]
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         if done.returncode != 0:

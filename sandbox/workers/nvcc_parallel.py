@@ -187,7 +187,10 @@ class _HostPch:
 
     def compile(self, step: Step, env: dict[str, str]) -> bool:
         started = time.monotonic()
-        done, step.note = host_pch.compile_host(step.argv, env, self.cache, str(Path(self.source).parent))
+        try:
+            done, step.note = host_pch.compile_host(step.argv, env, self.cache, str(Path(self.source).parent))
+        except Exception as exc:  # any trouble here costs time, never the build
+            done, step.note = None, f"plain: {exc!r}"
         if done is None:
             return _execute(step, env)
         step.returncode, step.stdout, step.stderr = done.returncode, done.stdout, done.stderr
