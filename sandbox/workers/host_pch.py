@@ -48,8 +48,8 @@ _BRACE_OR_LITERAL = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|[{}]')
 _STACKED = (
     ("#pragma GCC visibility push", "#pragma GCC visibility pop"),
     ("#pragma pack(push", "#pragma pack(pop"),
+    ("#pragma GCC push_options", "#pragma GCC pop_options"),
 )
-_STACKED += (("#pragma GCC push_options", "#pragma GCC pop_options"),)
 
 
 def module_id(source: str) -> str:
