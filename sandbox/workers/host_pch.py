@@ -26,16 +26,14 @@ the rest does not compile), the step is the plain compile nvcc would run.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import re
 import subprocess
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from inline_build import locked
 from slim_aten import OPERATORS_BEGIN
 
 PREFIX = "prefix.h"
@@ -137,7 +135,7 @@ def _with_input(argv: list[str], source: Path, replacement: Path) -> list[str]:
 def _build_header(argv: list[str], source: Path, env: dict[str, str], folder: Path, prefix: str) -> None:
     """prefix.h and its .gch, made by the first compile that needs them; a header that does not
     build is remembered in failed.log and never tried again."""
-    with _locked(folder):
+    with locked(folder):
         header = folder / PREFIX
         gch = Path(f"{header}.gch")
         if gch.is_file() or (folder / FAILED).is_file():
@@ -149,14 +147,3 @@ def _build_header(argv: list[str], source: Path, env: dict[str, str], folder: Pa
             (folder / FAILED).write_text(" ".join(command) + "\n" + done.stdout + done.stderr)
             return
         Path(f"{gch}.tmp").rename(gch)
-
-
-@contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -263,7 +263,7 @@ def _slim_folder(
             return None
         headers[slim_aten.MIN_HEADER] = min_text
     from_headers: set[str] = set()
-    with _locked(cache_dir / "slim_aten"):
+    with locked(cache_dir / "slim_aten"):
         for tier in sorted({copy.tier for copy in copies}):
             tier_texts = [copy.text for copy in copies if copy.tier == tier]
             prelude = LEAN_INCLUDE if tier == "lean" else f"#include <{slim_aten.MIN_HEADER}>"
@@ -311,7 +311,7 @@ def _precompiled_extension_h(variables: dict[str, str], cache_dir: Path) -> Path
         return pch_dir
     if failed.is_file():
         return None
-    with _locked(pch_dir):
+    with locked(pch_dir):
         if gch.is_file():
             return pch_dir
         (pch_dir / PCH_HEADER).write_text(f"#pragma once\n{EXTENSION_H}\n")
@@ -349,7 +349,8 @@ def _digest(data: bytes) -> str:
 
 
 @contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
+def locked(folder: Path) -> Iterator[None]:
+    """The folder, made if missing, held by this process alone (a lock file in it)."""
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / ".lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
