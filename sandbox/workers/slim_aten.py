@@ -114,10 +114,12 @@ def slim_text(functions_h: str, keep: set[str]) -> str:
     """torch's Functions.h without the operator includes outside `keep`, OPERATORS_BEGIN before
     the first."""
     lines: list[str] = []
+    marked = False
     for line in functions_h.splitlines():
         op = _OP_INCLUDE.match(line)
-        if op and OPERATORS_BEGIN[0] not in lines:
+        if op and not marked:
             lines.extend(OPERATORS_BEGIN)
+            marked = True
         if not op or op.group(1) in keep:
             lines.append(line)
     return "\n".join(lines) + "\n"
