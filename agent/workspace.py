@@ -16,22 +16,39 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import threading
+from collections.abc import Collection
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from agent.paths import cache_dir, skills_dir
 from agent.tasks import Task
+from sandbox.safe_files import (
+    SkippedEntry,
+    UnsafePathError,
+    copy_tree_regular,
+    iter_regular_files,
+    read_regular,
+    read_text,
+    remove_file,
+    write_file,
+)
 
 DEFAULT_TEMPLATE = "cuda-extension"
 HARNESS_FILES = ("reference.py", "binding_registry.h", "binding.cpp")
 MODEL_ENTRY = "model_new.py"
 KERNEL_SUFFIXES = (".cu", ".cuh", ".cpp", ".h", ".hpp", ".json")  # .json: kernels/tune.json
 EXTENSION_NAME = "cuda_extension"
+SNAPSHOTS = ".harness/snapshots"
+MANIFEST = ".harness/workspace.json"
+SAVED_REFERENCE = ".harness/reference.py"
+
+log = logging.getLogger(__name__)
 
 
 class WorkspaceError(Exception):
@@ -43,6 +60,10 @@ class Snapshot(BaseModel):
 
     content_hash: str
     files: dict[str, str]
+    skipped: list[str] = Field(
+        default_factory=list,
+        description="entries of the workspace left out (links, FIFOs, hard links...), one line each",
+    )
 
 
 def content_hash(files: dict[str, str]) -> str:
@@ -82,7 +103,7 @@ class Workspace:
     def is_harness_made(self) -> bool:
         """Whether the harness created this workspace (its manifest is there), as opposed to a bare
         solution folder of model files only (benchmarks/solutions/...)."""
-        return (self.root / ".harness" / "workspace.json").is_file()
+        return read_regular(self.root, MANIFEST) is not None
 
     # -- files ----------------------------------------------------------------------------
     @property
@@ -102,24 +123,22 @@ class Workspace:
             return True
         return path.parts[0] == "kernels" and len(path.parts) >= 2 and path.suffix in KERNEL_SUFFIXES
 
-    def model_files(self) -> dict[str, str]:
-        """relative path -> text of every model-owned file."""
+    def model_files(self, skipped: list[SkippedEntry] | None = None) -> dict[str, str]:
+        """relative path -> text of every model-owned file that is a regular file; links (never
+        followed), hard links, FIFOs and devices are left out and noted in `skipped`."""
         files: dict[str, str] = {}
-        if self.entry.is_file():
-            files[MODEL_ENTRY] = self.entry.read_text(encoding="utf-8", errors="replace")
-        kernels = self.root / "kernels"
-        if kernels.is_dir():
-            for path in sorted(kernels.rglob("*")):
-                rel = path.relative_to(self.root).as_posix()
-                if path.is_file() and self.is_model_file(rel):
-                    files[rel] = path.read_text(encoding="utf-8", errors="replace")
+        entry = read_text(self.root, MODEL_ENTRY, skipped)
+        if entry is not None:
+            files[MODEL_ENTRY] = entry
+        for rel in iter_regular_files(self.root, "kernels", KERNEL_SUFFIXES, skipped):
+            if self.is_model_file(rel) and (text := read_text(self.root, rel, skipped)) is not None:
+                files[rel] = text
         return files
 
     def sources(self) -> list[Path]:
-        """Files the extension is built from: the harness entry plus kernels/*.cu and *.cpp."""
-        kernels = sorted(
-            p for p in (self.root / "kernels").rglob("*") if p.suffix in (".cu", ".cpp") and p.is_file()
-        )
+        """Files the extension is built from: the harness entry plus kernels/*.cu and *.cpp (regular
+        files only, as in the snapshot)."""
+        kernels = [self.root / rel for rel in iter_regular_files(self.root, "kernels", (".cu", ".cpp"))]
         return [self.root / "binding.cpp", *kernels]
 
     def content_hash(self) -> str:
@@ -127,74 +146,84 @@ class Workspace:
 
     # -- harness-owned files --------------------------------------------------------------
     def restore_harness_files(self, task_source: str | None = None) -> list[str]:
-        """Put the harness-owned files back as the harness made them; returns what had changed."""
+        """Put the harness-owned files back as the harness made them; returns what had changed. A
+        link or hard link in their place is replaced, never written through. Raises UnsafePathError
+        when one of them is a folder."""
         template_dir = skills_dir() / self.template / "template"
         wanted: dict[str, bytes] = {
             name: (template_dir / name).read_bytes() for name in HARNESS_FILES if name != "reference.py"
         }
         if task_source is not None:
             wanted["reference.py"] = task_source.encode()
-        else:
-            saved = self.root / ".harness" / "reference.py"
-            if saved.is_file():
-                wanted["reference.py"] = saved.read_bytes()
+        elif (saved := read_regular(self.root, SAVED_REFERENCE)) is not None:
+            wanted["reference.py"] = saved
         changed = []
         for name, content in wanted.items():
-            target = self.root / name
-            if target.is_file() and target.read_bytes() == content:
+            if read_regular(self.root, name) == content:
                 continue
-            if target.exists():
+            if os.path.lexists(self.root / name):
                 changed.append(name)
-                target.chmod(0o644)
-            target.write_bytes(content)
-            target.chmod(0o444)
+            write_file(self.root, name, content, 0o444)
         if task_source is not None:
-            saved = self.root / ".harness" / "reference.py"
-            saved.parent.mkdir(parents=True, exist_ok=True)
-            saved.write_bytes(task_source.encode())
+            write_file(self.root, SAVED_REFERENCE, task_source.encode())
         return changed
 
     # -- snapshots ------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
-        files = self.model_files()
-        snap = Snapshot(content_hash=content_hash(files), files=files)
-        store = self.root / ".harness" / "snapshots"
-        store.mkdir(parents=True, exist_ok=True)
-        (store / f"{snap.content_hash}.json").write_text(snap.model_dump_json())
+        """The model's files now, also stored under .harness/snapshots (unless a link is there)."""
+        skipped: list[SkippedEntry] = []
+        files = self.model_files(skipped)
+        snap = Snapshot(content_hash=content_hash(files), files=files, skipped=[s.line() for s in skipped])
+        for line in snap.skipped:
+            log.warning("workspace %s: %s", self.root, line)
+        try:
+            write_file(self.root, f"{SNAPSHOTS}/{snap.content_hash}.json", snap.model_dump_json().encode())
+        except UnsafePathError as exc:
+            log.warning("workspace %s: snapshot not stored: %s", self.root, exc)
         return snap
 
     def load_snapshot(self, content_hash_prefix: str) -> Snapshot:
-        store = self.root / ".harness" / "snapshots"
-        matches = sorted(store.glob(f"{content_hash_prefix}*.json")) if store.is_dir() else []
-        if len(matches) != 1:
+        matches = [
+            rel
+            for rel in iter_regular_files(self.root, SNAPSHOTS, (".json",))
+            if PurePosixPath(rel).name.startswith(content_hash_prefix)
+        ]
+        data = read_regular(self.root, matches[0]) if len(matches) == 1 else None
+        if data is None:
             raise WorkspaceError(f"{self.root}: no single snapshot matches {content_hash_prefix!r}")
-        return Snapshot.model_validate_json(matches[0].read_text())
+        return Snapshot.model_validate_json(data)
 
     def restore(self, snap: Snapshot) -> None:
-        """Make the model's files exactly those of `snap` (files it lacks are removed)."""
+        """Make the model's files exactly those of `snap` (files it lacks are removed); a link in
+        the way is replaced, never written through."""
+        for rel in snap.files:
+            if not self.is_model_file(rel):
+                raise WorkspaceError(f"snapshot {snap.content_hash[:12]}: {rel} is not a model file")
         for rel in self.model_files():
             if rel not in snap.files:
-                (self.root / rel).unlink()
+                remove_file(self.root, rel)
         for rel, text in snap.files.items():
-            target = self.root / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            data = text.encode("utf-8")
+            if read_regular(self.root, rel) != data:
+                write_file(self.root, rel, data)
 
-    def copy_to(self, dest: Path) -> Workspace:
-        """A copy of the workspace (model files, harness files, manifest) at `dest`."""
-        dest = Path(dest)
-        shutil.copytree(self.root, dest, ignore=shutil.ignore_patterns("snapshots", "__pycache__"))
+    def copy_to(
+        self, dest: Path, *, exclude: Collection[str] = (), skipped: list[SkippedEntry] | None = None
+    ) -> Workspace:
+        """A copy of the workspace's regular files (model files, harness files, manifest) at `dest`;
+        links, FIFOs and devices are not copied and are noted in `skipped`."""
+        left_out = copy_tree_regular(self.root, Path(dest), exclude=(SNAPSHOTS, "__pycache__", *exclude))
+        if skipped is not None:
+            skipped.extend(left_out)
         return Workspace(dest)
 
     # -- manifest -------------------------------------------------------------------------
     def _manifest(self) -> dict[str, str]:
-        path = self.root / ".harness" / "workspace.json"
-        return json.loads(path.read_text()) if path.is_file() else {}
+        data = read_regular(self.root, MANIFEST)
+        return json.loads(data) if data is not None else {}
 
     def _write_manifest(self, manifest: dict[str, str]) -> None:
-        path = self.root / ".harness" / "workspace.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(manifest, indent=2))
+        write_file(self.root, MANIFEST, json.dumps(manifest, indent=2).encode())
 
 
 class SingleFileSolution:
@@ -211,7 +240,12 @@ class SingleFileSolution:
         return self.path
 
     def model_files(self) -> dict[str, str]:
-        return {self.path.name: self.path.read_text(encoding="utf-8", errors="replace")}
+        skipped: list[SkippedEntry] = []
+        text = read_text(self.root, self.path.name, skipped)
+        if text is None:
+            why = skipped[0].reason if skipped else "no such file"
+            raise WorkspaceError(f"{self.path}: cannot be read ({why}); give a regular .py file")
+        return {self.path.name: text}
 
     def content_hash(self) -> str:
         return content_hash(self.model_files())
@@ -236,9 +270,7 @@ def materialize(task: Task, path: Path) -> Solution:
         staging = root.with_name(f"{root.name}.{os.getpid()}.{threading.get_ident()}")
         ws = Workspace.create(staging, task)
         for rel, text in files.items():
-            target = ws.root / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            write_file(ws.root, rel, text.encode("utf-8"))
         try:
             staging.rename(root)
         except OSError:  # another evaluation of the same content got there first
@@ -256,16 +288,7 @@ def build_copy(source: Workspace) -> Workspace:
     if not ws.is_harness_made():
         (root / "kernels").mkdir(parents=True, exist_ok=True)
         ws._write_manifest({"template": DEFAULT_TEMPLATE, "source": str(source.root)})
-    files = source.model_files()
-    for rel in ws.model_files():
-        if rel not in files:
-            (root / rel).unlink()
-    for rel, text in files.items():
-        target = root / rel
-        if target.is_file() and target.read_text(encoding="utf-8", errors="replace") == text:
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+    ws.restore(Snapshot(content_hash="", files=source.model_files()))
     return ws
 
 
