@@ -247,7 +247,12 @@ def _judge_compiled(
     try:
         exchange = open_exchange(solution, sandbox)
         handoff = gpu_handoff.listen(str(exchange.host_dir)) if device.startswith("cuda") else None
-        judge = JudgeProcess(handoff=handoff, device=device, memory_fds=memory.fds if memory else None)
+        judge = JudgeProcess(
+            handoff=handoff,
+            device=device,
+            memory_fds=memory.fds if memory else None,
+            visible=[exchange.host_dir, *([Path(gate).parent] if gate else [])],
+        )
         if memory is not None:
             memory.release()  # the judge holds the claim now, and gives it back as it frees memory
         spec = _task_spec(task, device, seeds) | {

@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -33,6 +34,7 @@ from agent.paths import cache_dir
 from agent.referee.results import FailureReport
 from agent.workspace import Solution
 from sandbox.base import WORKERS_DIR, ExecResult, Sandbox
+from sandbox.confine import confined, worker_env
 from sandbox.workers.protocol import (
     RESULT_MARKER,
     CandidateRecord,
@@ -172,19 +174,25 @@ class JudgeProcess:
         handoff: socket.socket | None = None,
         device: str = "",
         memory_fds: list[int] | None = None,
+        visible: Sequence[str | Path] = (),
     ) -> None:
         """`handoff`: the listening socket of the exchange folder (gpu_handoff.listen); the judge
         inherits it and takes the candidate's GPU outputs on it from its start. Closed here.
         `memory_fds`: the evaluation's claim on the GPU's memory (gpu_memory), which the judge
-        inherits and gives back as its own use of memory ends; the caller closes its copies."""
-        env = dict(os.environ)
+        inherits and gives back as its own use of memory ends; the caller closes its copies.
+        `visible`: what it reads besides torch (the exchange folder, the GPU gate's folder); it runs
+        the task's code, so it is confined (sandbox/confine.py) and writes only its compile cache."""
         inductor = cache_dir() / "referee" / "inductor"  # the harness's state: no sandbox writes here
-        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor))
-        env.setdefault("TRITON_CACHE_DIR", str(inductor / "triton"))
-        # Inductor otherwise starts a pool of one worker process per core (each importing torch) in
-        # every judge: a batch's judges spent more CPU on those pools than on compiling KernelBench's
-        # small graphs. In-process compilation writes the same kernels.
-        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        env = worker_env(
+            {
+                "TORCHINDUCTOR_CACHE_DIR": str(inductor),
+                "TRITON_CACHE_DIR": str(inductor / "triton"),
+                # Inductor otherwise starts a pool of one worker process per core (each importing
+                # torch) in every judge: a batch's judges spent more CPU on those pools than on
+                # compiling KernelBench's small graphs. In-process compilation writes the same kernels.
+                "TORCHINDUCTOR_COMPILE_THREADS": "1",
+            }
+        )
         env.update(env_overrides or {})
         self.started = time.monotonic()
         # It dies with this process (sandbox/workers/lifetime.py): the thread that starts it waits for it.
@@ -196,6 +204,7 @@ class JudgeProcess:
         if memory_fds:
             args += ["--memory-fds", ",".join(map(str, memory_fds))]
         try:
+            args = confined(args, writable=[inductor], visible=visible)
             self.proc = subprocess.Popen(
                 args,
                 stdin=subprocess.PIPE,

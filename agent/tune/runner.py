@@ -193,7 +193,9 @@ def run_tuning(
             "device": options.device,
             **seeds,
         }
-        judge = JudgeClient({**common, "tolerances": tolerance_policy(options.tolerance).for_worker()})
+        judge = JudgeClient(
+            {**common, "tolerances": tolerance_policy(options.tolerance).for_worker()}, exchange=host_dir
+        )
         worker_spec: TuneWorkerSpec = {
             **common,
             "mode": space.file.mode,

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.base import WORKERS_DIR, ExecResult, Sandbox
+from sandbox.confine import confined, worker_env
 from sandbox.workers.protocol import (
     MeasureLine,
     StopJudgeRequest,
@@ -51,9 +52,12 @@ class TuneSessionError(RuntimeError):
 
 
 class JudgeClient:
-    def __init__(self, spec: TuneJudgeSpec, *, timeout: float = 600) -> None:
+    def __init__(self, spec: TuneJudgeSpec, *, exchange: Path, timeout: float = 600) -> None:
+        """`exchange`: the mailbox folder whose output files it reads and removes. It runs the
+        task's code, so it is confined (sandbox/confine.py) with the sandbox's environment."""
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", str(WORKERS_DIR / "tune_judge.py")],
+            confined([sys.executable, "-I", str(WORKERS_DIR / "tune_judge.py")], writable=[exchange]),
+            env=worker_env(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

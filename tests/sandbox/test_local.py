@@ -237,7 +237,8 @@ def test_private_tmp_dirs_of_dead_harnesses_are_removed(open_local, monkeypatch:
 @needs_bwrap
 def test_the_harness_state_is_out_of_the_sandboxes_reach(monkeypatch: pytest.MonkeyPatch) -> None:
     """Baselines, the judge's torch.compile cache and the GPU gates live beside the build cache
-    sandboxes share, never in it: a candidate that finds them cannot change what the referee reads."""
+    sandboxes share, never in it: a sandbox sees none of the harness's state but the GPU gates
+    (read-only), so a candidate can neither read nor change what the referee reads."""
     root = Path(tempfile.mkdtemp(prefix="kernel-agent-root-", dir="/var/tmp"))  # visible (not /tmp)
     try:
         monkeypatch.setenv("KERNEL_AGENT_CACHE", str(root))
@@ -250,6 +251,7 @@ def test_the_harness_state_is_out_of_the_sandboxes_reach(monkeypatch: pytest.Mon
             assert Path(box.cache_path) == default_cache_dir().resolve()
             assert not Path(box.cache_path).is_relative_to(state)
             write = box.exec(["sh", "-c", f"echo x > {state}/referee/baselines.json"], timeout=30)
+            read = box.exec(["sh", "-c", f"cat {state}/referee/baselines.json"], timeout=30)
             plant = box.exec(
                 ["sh", "-c", f"mkdir -p {state}/referee/inductor && touch {state}/x"], timeout=30
             )
@@ -257,7 +259,8 @@ def test_the_harness_state_is_out_of_the_sandboxes_reach(monkeypatch: pytest.Mon
                 ["sh", "-c", f"echo x > {box.cache_path}/built && cat {box.cache_path}/built"], timeout=30
             )
             gate = box.exec(["sh", "-c", f"ls {gpu_gate_dir()}"], timeout=30)
-        assert write.returncode != 0 and "Read-only" in write.stderr, write
+        assert write.returncode != 0, write
+        assert read.returncode != 0 and "No such file" in read.stderr, read
         assert plant.returncode != 0, plant
         assert (state / "referee" / "baselines.json").read_text() == "{}"
         assert build.ok and build.stdout.strip() == "x", build
