@@ -108,6 +108,17 @@ class EvaluationEvent(_Event):
     result: dict[str, Any] = Field(description="the referee's EvalResult")
 
 
+class ContextElidedEvent(_Event):
+    """Older messages the requests show as one-line stubs from this turn on (agent/run/context.py);
+    the indices count the whole conversation (`Transcript.conversation()`)."""
+
+    type: Literal["context_elided"] = "context_elided"
+    elided: list[int] = Field(description="indices of the messages elided at this turn")
+    tokens_before: int = Field(description="estimated input tokens of the request before eliding")
+    tokens_after: int = Field(description="estimated input tokens after eliding, the added note included")
+    ceiling_tokens: int
+
+
 class BudgetEvent(_Event):
     type: Literal["budget"] = "budget"
     usage: BudgetUsage
@@ -139,6 +150,7 @@ Event = Annotated[
     | ToolResultEvent
     | EvaluationEvent
     | BudgetEvent
+    | ContextElidedEvent
     | RunEndEvent,
     Field(discriminator="type"),
 ]
