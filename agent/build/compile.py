@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import logging
 import time
 from importlib import metadata
 from pathlib import Path
@@ -23,6 +24,7 @@ from agent.build.inline_lines import locate
 from agent.build.toolkit import resolve_arch
 from agent.workspace import EXTENSION_NAME, SingleFileSolution, Solution, Workspace
 from sandbox.base import Sandbox
+from sandbox.safe_files import UnsafePathError, read_regular, write_file
 from sandbox.workers.protocol import BuildResult, BuildSpec, BuiltStamp
 from sandbox.workers.protocol import parse as parse_worker_result
 
@@ -31,6 +33,8 @@ from sandbox.workers.protocol import parse as parse_worker_result
 CFLAGS = ["-O1"]
 CUDA_CFLAGS = ["-O3", "-lineinfo"]
 BUILT_STAMP = ".kernel-agent-built.json"
+LOG_FILE = ".harness/logs/compile.log"
+logger = logging.getLogger(__name__)
 
 CompileStatus = Literal["built", "up_to_date", "compile_error", "timeout", "crashed"]
 
@@ -99,7 +103,20 @@ def compile_solution(
     start = time.monotonic()
     arch_value, arch_source = resolve_arch(arch)
     if isinstance(solution, Workspace):
-        solution.restore_harness_files()
+        try:
+            solution.restore_harness_files()
+        except UnsafePathError as exc:
+            return CompileResult(
+                ok=False,
+                status="compile_error",
+                solution_kind=solution.kind,
+                content_hash="",
+                arch=arch_value,
+                arch_source=arch_source,
+                build_dir="",
+                duration_s=time.monotonic() - start,
+                message=f"the harness files cannot be restored: {exc}",
+            )
     content = solution.content_hash()
     build_dir = build_dir_for(solution, sandbox, arch_value)
     spec = _build_spec(solution, sandbox, build_dir, extra_cuda_cflags or [], content)
@@ -204,10 +221,11 @@ def _syntax_error(solution: Solution) -> Diagnostic | None:
     """The entry file's (model_new.py's, or the single file's) SyntaxError, found before building:
     a file that does not parse never imports, whatever the build says."""
     entry = solution.entry
-    if not entry.is_file():
+    source = read_regular(solution.root, entry.relative_to(solution.root).as_posix())
+    if source is None:  # missing, or a link the harness does not follow
         return None
     try:
-        ast.parse(entry.read_bytes(), filename=str(entry))
+        ast.parse(source, filename=str(entry))
     except SyntaxError as exc:
         return Diagnostic(
             file=entry.relative_to(solution.root).as_posix(),
@@ -265,13 +283,17 @@ def _last_good_build(sandbox: Sandbox, build_dir: str) -> BuiltStamp | None:
 
 
 def _save_log(solution: Solution, log: str, stdout: str) -> str | None:
-    logs = solution.root / ".harness" / "logs" if isinstance(solution, Workspace) else None
-    if logs is None:
+    """The build log at .harness/logs/compile.log, written without following links (the sandbox
+    can write there); None when it was not written."""
+    if not isinstance(solution, Workspace):
         return None
-    logs.mkdir(parents=True, exist_ok=True)
-    path = logs / "compile.log"
-    path.write_text(log + ("\n--- worker stdout ---\n" + stdout if stdout.strip() else ""))
-    return str(path)
+    text = log + ("\n--- worker stdout ---\n" + stdout if stdout.strip() else "")
+    try:
+        write_file(solution.root, LOG_FILE, text.encode("utf-8", errors="replace"))
+    except UnsafePathError as exc:
+        logger.warning("compile log not written: %s", exc)
+        return None
+    return str(solution.root / LOG_FILE)
 
 
 def _torch_version() -> str:

@@ -14,11 +14,11 @@ output folder.
 from __future__ import annotations
 
 import datetime
+import logging
 import platform
-import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from traceback import format_exc
@@ -29,9 +29,10 @@ from pydantic import BaseModel, Field, model_validator
 from agent.budget import Budget, BudgetLimits
 from agent.build.toolkit import resolve_arch
 from agent.messages import SystemMessage, UserMessage
-from agent.models.base import Model
+from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S, Model
 from agent.models.registry import DEFAULT_MODEL
 from agent.referee.options import EvalOptions
+from agent.run.context import DEFAULT_CONTEXT_TOKENS, DEFAULT_KEEP_TURNS, ContextLimits, ContextWindow
 from agent.run.loop import AgentLoop, LoopOutcome, Progress
 from agent.run.prompts import build_prompts
 from agent.run.report import render_report
@@ -43,6 +44,9 @@ from agent.tools.candidates import Candidate, CandidateBook, Referee, RefereeAda
 from agent.transcripts.format import Header, RunEndEvent, TaskIdentity, TranscriptWriter, tool_hash
 from agent.workspace import HARNESS_FILES, MODEL_ENTRY, Workspace
 from sandbox.base import open_sandbox
+from sandbox.safe_files import SkippedEntry, read_text, write_file
+
+log = logging.getLogger(__name__)
 
 NO_GPU_MESSAGE = (
     "no CUDA GPU is visible here (torch.cuda.is_available() is False): verify and profile need one. "
@@ -76,6 +80,15 @@ class SolveConfig(BaseModel):
     shell_timeout_s: float = 300.0
     max_output_tokens: int | None = None
     max_idle_turns: int = 3
+    context_tokens: int = Field(
+        default=DEFAULT_CONTEXT_TOKENS,
+        ge=0,
+        description="estimated input tokens per request before old turns are elided (0: never elide)",
+    )
+    context_keep_turns: int = Field(default=DEFAULT_KEEP_TURNS, ge=1, description="last turns never elided")
+    request_timeout_s: float = Field(
+        default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, description="seconds one model request may wait"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -100,9 +113,11 @@ def solve(
     progress: Progress | None = None,
     sandbox_options: Mapping[str, object] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    recorded_elisions: Mapping[int, Sequence[int]] | None = None,
 ) -> SolveResult:
     """Run the agent on one task and write the output folder. Raises SolveError before any model call
-    when the run cannot start; everything after that ends with a recorded status."""
+    when the run cannot start; everything after that ends with a recorded status. `recorded_elisions`
+    (a replay's, by turn) replace the context window's own choice of what to elide."""
     out = Path(config.out)
     if out.exists() and not out.is_dir():
         raise SolveError(f"--out {out}: is a file; give a new or empty folder")
@@ -164,6 +179,12 @@ def solve(
                 max_output_tokens=config.max_output_tokens,
                 progress=progress or (lambda ctx, note: None),
                 max_idle_turns=config.max_idle_turns,
+                window=ContextWindow(
+                    ContextLimits(
+                        ceiling_tokens=config.context_tokens, keep_last_turns=config.context_keep_turns
+                    ),
+                    recorded=recorded_elisions,
+                ),
             )
             outcome = loop.run([SystemMessage(text=prompts.system), UserMessage(text=prompts.task)])
             return _finish(out, task, context, outcome, transcript)
@@ -205,13 +226,16 @@ def write_outputs(
     if chosen is None and outcome.status == "submitted_unverified":
         chosen = book.submitted
     if chosen is not None:
-        export_solution(workspace, chosen, out / "solution")
-        harness = {name: (workspace.root / name).read_text(encoding="utf-8") for name in HARNESS_FILES}
+        solution = out / "solution"
+        for entry in export_solution(workspace, chosen, solution):
+            log.warning("solution export: %s", entry.line())
+        harness = {name: read_text(solution, name) or "" for name in HARNESS_FILES}
         if MODEL_ENTRY in chosen.snapshot.files:
-            (out / "model_new.py").write_text(standalone_model(chosen.snapshot, harness, task=task.name))
+            standalone = standalone_model(chosen.snapshot, harness, task=task.name)
+            write_file(out, "model_new.py", standalone.encode())
     judged = chosen or book.latest
     if judged is not None:
-        (out / "result.json").write_text(judged.result.model_dump_json(indent=2))
+        write_file(out, "result.json", judged.result.model_dump_json(indent=2).encode())
     submitted = book.submitted
     result = SolveResult(
         status=outcome.status,
@@ -233,18 +257,21 @@ def write_outputs(
         limits=budget.limits,
         traceback=outcome.traceback,
     )
-    (out / "report.md").write_text(render_report(result, book, task))
+    write_file(out, "report.md", render_report(result, book, task).encode())
     files = {p.name for p in out.iterdir()} | {"run.json"}
     result = result.model_copy(update={"files": sorted(files)})
-    (out / "run.json").write_text(result.model_dump_json(indent=2))
+    write_file(out, "run.json", result.model_dump_json(indent=2).encode())
     return result
 
 
-def export_solution(workspace: Workspace, candidate: Candidate, dest: Path) -> None:
-    """The workspace as it was when `candidate` was judged: harness files and the snapshot's files."""
-    copy = workspace.copy_to(dest)
+def export_solution(workspace: Workspace, candidate: Candidate, dest: Path) -> list[SkippedEntry]:
+    """The workspace as it was when `candidate` was judged: its regular files (links, FIFOs and
+    devices are left out and returned), harness files restored, and the snapshot's files."""
+    skipped: list[SkippedEntry] = []
+    copy = workspace.copy_to(dest, exclude=(".harness/logs",), skipped=skipped)
+    copy.restore_harness_files()
     copy.restore(candidate.snapshot)
-    shutil.rmtree(dest / ".harness" / "logs", ignore_errors=True)
+    return skipped
 
 
 def task_identity(task: Task) -> TaskIdentity:
