@@ -414,17 +414,39 @@ class LocalSandbox(Sandbox):
         return p
 
     def put_file(self, path: str, content: bytes) -> None:
-        target = self.host_path(path)
-        if not _under(target, self.workspace_path, self.cache_path, self.tmp_path):
+        """Write under one of the sandbox's writable places, never through a link its commands
+        may have left there (a link at `path` is replaced; a linked folder on the way refuses)."""
+        from sandbox.safe_files import UnsafePathError, write_file
+
+        target = Path(os.path.normpath(self.host_path(path)))
+        writable = sorted((self.workspace_path, self.cache_path, self.tmp_path), key=len)
+        root = next((Path(r) for r in writable if target != Path(r) and target.is_relative_to(r)), None)
+        if root is None:
             raise PermissionError(
                 f"local sandbox: {path} is outside the sandbox's writable places "
                 f"({self.workspace_path}, {self.cache_path}, /tmp)"
             )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
+        try:
+            write_file(root, target.relative_to(root).as_posix(), content)
+        except UnsafePathError as exc:
+            raise PermissionError(f"local sandbox: {path} not written: {exc}") from None
 
     def get_file(self, path: str) -> bytes:
-        return self.host_path(path).read_bytes()
+        """Read a file; under the writable places only a regular file reached without links."""
+        from sandbox.safe_files import SkippedEntry, read_regular
+
+        target = Path(os.path.normpath(self.host_path(path)))
+        writable = sorted((self.workspace_path, self.cache_path, self.tmp_path), key=len)
+        root = next((Path(r) for r in writable if target != Path(r) and target.is_relative_to(r)), None)
+        if root is None:
+            return target.read_bytes()
+        skipped: list[SkippedEntry] = []
+        data = read_regular(root, target.relative_to(root).as_posix(), skipped)
+        if data is None and skipped:
+            raise PermissionError(f"local sandbox: {path} not read: {skipped[0].reason}")
+        if data is None:
+            raise FileNotFoundError(f"local sandbox: {path}: no such file")
+        return data
 
     def close(self) -> None:
         if self._closed:
