@@ -6,7 +6,11 @@ kernels/*.cu|.cuh|.cpp|.h|.hpp); the harness-owned files can be read but never w
 
 from __future__ import annotations
 
+import os
+
 from agent.workspace import HARNESS_FILES, KERNEL_SUFFIXES, MODEL_ENTRY
+from sandbox.safe_files import SkippedEntry, UnsafePathError, iter_regular_files, read_regular
+from sandbox.safe_files import write_file as write_workspace_file
 
 from .base import ToolError, tool
 from .context import ToolContext
@@ -28,12 +32,23 @@ def _read_text(ctx: ToolContext, path: str) -> tuple[str, str]:
     rel, host = ctx.workspace_path(path)
     if host.is_dir():
         raise ToolError(f"{rel} is a folder; use list_files")
-    if not host.is_file():
+    skipped: list[SkippedEntry] = []
+    data = read_regular(ctx.workspace.root, rel, skipped)
+    if data is None and skipped:
+        raise ToolError(f"{rel}: {skipped[0].reason}; the harness reads regular files only")
+    if data is None:
         raise ToolError(f"{rel}: no such file; list_files shows what exists")
     try:
-        return rel, host.read_text(encoding="utf-8")
+        return rel, data.decode("utf-8")
     except UnicodeDecodeError:
         raise ToolError(f"{rel}: not a UTF-8 text file") from None
+
+
+def _write(ctx: ToolContext, rel: str, content: str) -> None:
+    try:
+        write_workspace_file(ctx.workspace.root, rel, content.encode("utf-8"))
+    except UnsafePathError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def _line_summary(text: str) -> str:
@@ -53,13 +68,11 @@ def list_files(ctx: ToolContext, path: str = ".") -> str:
     if not host.is_dir():
         raise ToolError(f"{rel}: no such folder")
     rows = []
-    for item in sorted(host.rglob("*")):
-        inside = item.relative_to(ctx.workspace.root)
-        if not item.is_file() or any(part in _HIDDEN for part in inside.parts):
-            continue
-        name = inside.as_posix()
+    skipped: list[SkippedEntry] = []
+    for name in iter_regular_files(ctx.workspace.root, rel, None, skipped, exclude=_HIDDEN):
         mark = "" if ctx.workspace.is_model_file(name) else "  (read-only)"
-        rows.append(f"{name}  {item.stat().st_size} B{mark}")
+        rows.append(f"{name}  {os.lstat(ctx.workspace.root / name).st_size} B{mark}")
+    rows += [f"{entry.path}  ({entry.reason}: never read or built)" for entry in skipped]
     return "\n".join(rows) if rows else f"{rel}: no files yet"
 
 
@@ -94,9 +107,8 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
     """
     rel, host = ctx.workspace_path(path)
     _check_writable(ctx, rel)
-    host.parent.mkdir(parents=True, exist_ok=True)
     existed = host.is_file()
-    host.write_text(content, encoding="utf-8")
+    _write(ctx, rel, content)
     return f"{'overwrote' if existed else 'created'} {rel} ({_line_summary(content)})"
 
 
@@ -130,7 +142,7 @@ def edit_file(ctx: ToolContext, path: str, old_string: str, new_string: str) -> 
             "include more surrounding text so that it matches once"
         )
     at_line = text[: text.index(old_string)].count("\n") + 1
-    ctx.workspace.root.joinpath(rel).write_text(text.replace(old_string, new_string, 1), encoding="utf-8")
+    _write(ctx, rel, text.replace(old_string, new_string, 1))
     return (
         f"edited {rel} at line {at_line}: {old_string.count(chr(10)) + 1} lines replaced by "
         f"{new_string.count(chr(10)) + 1}"
