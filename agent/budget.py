@@ -1,7 +1,8 @@
 """Budgets of one solve run: turns, input and output tokens, dollars, wall clock and GPU-seconds.
 
-Budgets are checked between steps: a model call or a tool call in flight finishes, then the run
-ends cleanly with status `budget_exhausted:<kind>`. Output tokens never overshoot: each model
+Budgets are checked between steps: a tool call in flight finishes, then the run ends cleanly with
+status `budget_exhausted:<kind>`. The wall budget also bounds a model call in flight (`wall_left`):
+a provider that does not answer cannot hold the run past it. Output tokens never overshoot: each model
 call is asked for at most the output tokens left. Input tokens count the whole prompt of every
 call (cached tokens included), since that is what grows with the conversation.
 """
@@ -107,6 +108,12 @@ class Budget:
         kind = self.exhausted()
         if kind is not None:
             raise BudgetExhausted(kind, f"the {kind} budget is used up ({self._describe(kind)})")
+
+    def wall_left(self) -> float | None:
+        """Seconds left of the wall budget (0 when used up), or None without a wall limit."""
+        if self.limits.wall is None:
+            return None
+        return max(0.0, self.limits.wall - (self._clock() - self._started))
 
     def check_gpu(self) -> None:
         """Before starting GPU work: refuse it once the GPU budget is gone."""

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S
 from agent.referee.options import EvalOptions
 from agent.referee.results import EvalResult
 from agent.tasks import Task
@@ -88,6 +89,9 @@ class BatchConfig(BaseModel):
     max_outage_retries: int = Field(default=3, ge=0)
     eval_timeout_s: float = Field(default=3600.0, description="bound on one evaluation, whatever happens")
     solve_options: dict[str, Any] = Field(default_factory=dict, description="budgets etc. for agent runs")
+    request_timeout_s: float = Field(
+        default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, description="seconds one model request may wait; not in the key"
+    )
     evals_per_gpu: int = Field(
         default=4,
         ge=1,

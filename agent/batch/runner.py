@@ -330,7 +330,7 @@ class BatchRunner:
             raise ValueError("agent mode needs --model")
         if self.config.model == TEMPLATES_MODEL:
             return template_policy(item.task)
-        return resolve_model(self.config.model)
+        return resolve_model(self.config.model, timeout_s=self.config.request_timeout_s)
 
     def _heartbeat(self, store: Store, run_id: int) -> None:
         while not self.stop.wait(HEARTBEAT_S):

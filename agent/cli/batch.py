@@ -27,7 +27,8 @@ from agent.cli.common import (
     sandbox_option,
     trials_option,
 )
-from agent.models.registry import TEMPLATES_MODEL
+from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S
+from agent.models.registry import REQUEST_TIMEOUT_HELP, TEMPLATES_MODEL, parse_request_timeout
 
 WIDE_WIDTH = 240
 """The width of `--wide` tables when the output goes to a file or a pipe."""
@@ -121,6 +122,9 @@ def batch_command(
         str | None,
         budget_option("Budget of each agent run (as `agent solve --budget`).", rich_help_panel=RUN),
     ] = None,
+    request_timeout: Annotated[
+        str | None, typer.Option("--request-timeout", help=REQUEST_TIMEOUT_HELP, rich_help_panel=RUN)
+    ] = None,
     sandbox: Annotated[str, sandbox_option("local, docker or auto.", rich_help_panel=JUDGE)] = "local",
     policy: Annotated[str, policy_option("Referee policy.", rich_help_panel=JUDGE)] = "strict",
     trials: Annotated[int, trials_option("Correctness trials.", rich_help_panel=JUDGE)] = 5,
@@ -199,6 +203,12 @@ def batch_command(
             BudgetLimits().with_spec(budget)
         except BudgetSpecError as exc:
             fail(str(exc))
+    request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
+    if request_timeout is not None:
+        try:
+            request_timeout_s = parse_request_timeout(request_timeout)
+        except ValueError as exc:
+            fail(str(exc))
     from sandbox.base import sandbox_kinds
 
     kinds = sorted({*sandbox_kinds(), "auto"})
@@ -272,6 +282,7 @@ def batch_command(
         redo=redo or [],
         retry_errors=retry_errors,
         solve_options={"budget": budget} if budget else {},
+        request_timeout_s=request_timeout_s,
     )
     if as_json:
         progress: ProgressState = NullProgress()
@@ -279,7 +290,10 @@ def batch_command(
         progress = LogProgress()
     else:
         progress = LiveProgress()
-    summary = run_batch(config, progress=progress)
+    from agent.run.signals import interrupt_on_signals
+
+    with interrupt_on_signals():
+        summary = run_batch(config, progress=progress)
     try:
         reports = build_reports(config.store, summary.batch_key)
         md, html = write_reports(reports, config.out)

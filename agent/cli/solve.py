@@ -34,7 +34,8 @@ from agent.cli.common import (
     fail,
     json_flag,
 )
-from agent.models.registry import DEFAULT_MODEL, TEMPLATES_MODEL
+from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S
+from agent.models.registry import DEFAULT_MODEL, REQUEST_TIMEOUT_HELP, TEMPLATES_MODEL, parse_request_timeout
 
 if TYPE_CHECKING:
     from agent.models.base import Model
@@ -56,7 +57,14 @@ TEMPLATES = TEMPLATES_MODEL
 """The built-in policy (agent/templates/): the template library with its slot agents, no API key."""
 
 
-def _load_model(spec: str, prices: Path | None, task: Path, *, no_key: str | None = None) -> Model:
+def _load_model(
+    spec: str,
+    prices: Path | None,
+    task: Path,
+    *,
+    no_key: str | None = None,
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+) -> Model:
     """`no_key`: what the default model's key check said when no --model was given (the run then uses
     the template policy, and says so)."""
     if spec == TEMPLATES:
@@ -90,7 +98,9 @@ def _load_model(spec: str, prices: Path | None, task: Path, *, no_key: str | Non
     from agent.models import ModelError, load_prices, resolve_model
 
     try:
-        return resolve_model(spec, prices=load_prices(prices) if prices else None)
+        return resolve_model(
+            spec, prices=load_prices(prices) if prices else None, timeout_s=request_timeout_s
+        )
     except (ModelError, ValueError, OSError) as exc:
         fail(f"--model {spec}: {exc}")
 
@@ -193,6 +203,16 @@ def _check_arch(arch: str | None) -> None:
         fail(str(exc))
 
 
+OUTPUT_FILES = ("report.md", "solution", "model_new.py", "transcript.jsonl")
+"""What the closing line points a user to, in this order, when the run wrote it."""
+
+
+def output_line(out: Path) -> str:
+    """`output: DIR (report.md, solution/, ...)`, naming only what is there."""
+    written = [name + ("/" if (out / name).is_dir() else "") for name in OUTPUT_FILES if (out / name).exists()]
+    return f"output: {out} ({', '.join(written)})" if written else f"output: {out}"
+
+
 def solve_command(
     task: Annotated[
         Path, typer.Argument(help="A KernelBench-style task file (Model, get_inputs, get_init_inputs).")
@@ -234,6 +254,9 @@ def solve_command(
     prices: Annotated[
         Path | None, typer.Option("--prices", help="A TOML price table over the bundled one.")
     ] = None,
+    request_timeout: Annotated[
+        str | None, typer.Option("--request-timeout", help=REQUEST_TIMEOUT_HELP)
+    ] = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Log lines instead of the live status line.")
     ] = False,
@@ -249,6 +272,12 @@ def solve_command(
         fail(str(exc))
     if max_turns is not None:
         limits = limits.model_copy(update={"turns": max_turns})
+    request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
+    if request_timeout is not None:
+        try:
+            request_timeout_s = parse_request_timeout(request_timeout)
+        except ValueError as exc:
+            fail(str(exc))
     if policy not in POLICIES:
         fail(f"--policy {policy!r}: choose one of {', '.join(POLICIES)}")
     if baseline not in BASELINES:
@@ -284,10 +313,12 @@ def solve_command(
         baseline="compile" if baseline == "compile" else "eager",
         shell=shell,
         allow_no_gpu=allow_no_gpu,
+        request_timeout_s=request_timeout_s,
     )
-    agent_model = _load_model(spec, prices, task, no_key=no_key)
+    agent_model = _load_model(spec, prices, task, no_key=no_key, request_timeout_s=request_timeout_s)
     from agent.run.progress import LiveStatus, LogProgress
     from agent.run.report import best_line
+    from agent.run.signals import interrupt_on_signals
 
     for name in ("httpx", "httpcore", "httpx2"):  # no `HTTP Request: POST ...` line per model call
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -299,11 +330,12 @@ def solve_command(
     else:
         display = LiveStatus(err_console)
     try:
-        if display is None:
-            result = solve(config, model=agent_model, referee=referee, progress=LogProgress())
-        else:
-            with display:
-                result = solve(config, model=agent_model, referee=referee, progress=display)
+        with interrupt_on_signals():
+            if display is None:
+                result = solve(config, model=agent_model, referee=referee, progress=LogProgress())
+            else:
+                with display:
+                    result = solve(config, model=agent_model, referee=referee, progress=display)
     except (SolveError, TaskLoadError, SandboxError, ToolkitError) as exc:
         fail(str(exc))
     if as_json:
@@ -316,8 +348,6 @@ def solve_command(
     best = best_line(result)
     if best:
         console.print(best, highlight=False)
-    console.print(
-        f"output: {config.out} (report.md, solution/, model_new.py, transcript.jsonl)", highlight=False
-    )
+    console.print(output_line(config.out), highlight=False)
     if not (result.verified or result.status == "submitted_unverified"):
         raise typer.Exit(1)

@@ -39,12 +39,15 @@ from agent.messages import (
     UserMessage,
 )
 from agent.models.base import (
+    DEFAULT_REQUEST_TIMEOUT_S,
     PROVIDER_KEY_ENV,
     Endpoint,
+    MalformedResponse,
     ModelError,
     RetryPolicy,
     SdkErrors,
     call_with_retries,
+    client_timeout_s,
     missing_key_message,
 )
 from agent.models.prices import PriceTable, load_prices
@@ -56,12 +59,18 @@ OPAQUE_BLOCKS = "anthropic_blocks"
 verbatim because Anthropic requires them back unchanged on the next request."""
 
 SDK_ERRORS = SdkErrors(
-    base=anthropic.APIError, status=anthropic.APIStatusError, connection=anthropic.APIConnectionError
+    base=anthropic.APIError,
+    status=anthropic.APIStatusError,
+    connection=anthropic.APIConnectionError,
+    malformed=(anthropic.APIResponseValidationError,),
 )
 
 
 def anthropic_client(
-    *, base_url: str | None = None, timeout_s: float = 600.0, env: Mapping[str, str] | None = None
+    *,
+    base_url: str | None = None,
+    timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
 ) -> anthropic.Anthropic:
     """The default client: key from ANTHROPIC_API_KEY, the SDK's own retries off (tenacity owns them)."""
     key = (os.environ if env is None else env).get(KEY_ENV)
@@ -84,10 +93,13 @@ class AnthropicModel:
         default_max_output_tokens: int = 16_384,
         prompt_caching: bool = True,
         extra_params: Mapping[str, Any] | None = None,
+        request_timeout_s: float | None = None,
     ) -> None:
+        """`request_timeout_s`: seconds one request may wait for its answer (default: the client's)."""
         self.model = model
         self.name = f"anthropic:{model}"
         self._client = client.with_options(max_retries=0)
+        self._request_timeout_s = request_timeout_s or client_timeout_s(client.timeout)
         self._prices = prices if prices is not None else load_prices()
         self._retry = retry or RetryPolicy()
         self._default_max_output_tokens = default_max_output_tokens
@@ -99,6 +111,7 @@ class AnthropicModel:
             model=model,
             key_env=KEY_ENV,
             base_url=None if base_url == DEFAULT_BASE_URL else base_url,
+            url=base_url,
         )
 
     def query(
@@ -117,14 +130,14 @@ class AnthropicModel:
             extra_params=self._extra_params,
         )
         started = time.monotonic()
-        raw, attempts = call_with_retries(
-            lambda: self._client.messages.with_raw_response.create(**request),
+        (wire, body), attempts = call_with_retries(
+            lambda timeout: self._send(request, timeout),
             policy=self._retry,
             endpoint=self._endpoint,
             errors=SDK_ERRORS,
+            request_timeout_s=self._request_timeout_s,
         )
         latency_s = time.monotonic() - started
-        wire = raw.parse()
         usage = usage_from_wire(wire)
         return ModelResponse(
             message=assistant_from_wire(wire),
@@ -135,8 +148,19 @@ class AnthropicModel:
             latency_s=latency_s,
             attempts=attempts,
             raw_request=request,
-            raw_response=raw.http_response.json(),
+            raw_response=body,
         )
+
+    def _send(self, request: dict[str, Any], timeout: float | None) -> tuple[WireMessage, dict[str, Any]]:
+        """One attempt: the parsed message and the body as returned. A 200 whose body does not parse or
+        is not a message raises (and is retried like a dropped connection)."""
+        options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        raw = self._client.messages.with_raw_response.create(**request, **options)
+        wire = raw.parse()
+        body = raw.http_response.json()
+        if not isinstance(body, dict) or not isinstance(body.get("content"), list):
+            raise MalformedResponse(f"not a message: {raw.http_response.text[:200]!r}")
+        return wire, body
 
 
 def build_request(

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
+import json
 import logging
+import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+from tenacity.stop import stop_base
 from tenacity.wait import wait_base
 
 from agent.messages import Message, ModelResponse, ToolSpec
@@ -34,6 +45,10 @@ class Model(Protocol):
         max_output_tokens: int | None = None,
     ) -> ModelResponse: ...
 
+
+DEFAULT_REQUEST_TIMEOUT_S = 180.0
+"""Seconds one HTTP request to a provider may go without an answer (`--request-timeout`). Long enough
+for a slow answer of many output tokens, short enough that a hung server costs minutes, not an hour."""
 
 Provider = Literal["anthropic", "openai"]
 PROVIDER_KEY_ENV: dict[Provider, str] = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
@@ -83,6 +98,42 @@ class RetryPolicy(BaseModel):
     """Longest server-requested wait we honor; longer requests are capped to this."""
 
 
+class CallTimeLimitReached(Exception):
+    """A model call ran out of the time its caller allowed (`call_time_limit`): the caller's own limit,
+    such as the run's wall budget, not a provider failure."""
+
+
+class MalformedResponse(ValueError):
+    """A 200 answer whose body is empty, cut off or not the provider's format (a proxy or server fault)."""
+
+
+_CALL_DEADLINE: ContextVar[float | None] = ContextVar("model_call_deadline", default=None)
+
+
+@contextlib.contextmanager
+def call_time_limit(seconds: float | None) -> Iterator[None]:
+    """Model calls made inside (in this thread) end within `seconds`: each request's timeout and each
+    retry wait are cut to the time left, and a call still unanswered then raises CallTimeLimitReached.
+    None: no limit beyond the request timeout."""
+    if seconds is None:
+        yield
+        return
+    token = _CALL_DEADLINE.set(time.monotonic() + max(0.0, seconds))
+    try:
+        yield
+    finally:
+        _CALL_DEADLINE.reset(token)
+
+
+def _time_left() -> float | None:
+    deadline = _CALL_DEADLINE.get()
+    return None if deadline is None else deadline - time.monotonic()
+
+
+MIN_ATTEMPT_S = 0.05
+"""An attempt is not started with less time left than this: it could not get an answer anyway."""
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Who a call goes to, for error messages."""
@@ -91,6 +142,9 @@ class Endpoint:
     model: str
     key_env: str
     base_url: str | None = None
+    """A server other than the provider's own (its URL is part of the model's name then)."""
+    url: str = ""
+    """The URL requests go to, the provider's own included."""
 
     def describe(self) -> str:
         where = f" at {self.base_url}" if self.base_url else ""
@@ -136,7 +190,8 @@ def _response_headers(exc: BaseException | None) -> Mapping[str, str] | None:
 
 
 class wait_retry_after_or_backoff(wait_base):
-    """Wait what the provider's `retry-after` says; without one, exponential backoff with full jitter."""
+    """Wait what the provider's `retry-after` says; without one, exponential backoff with full jitter.
+    Never longer than the call's time limit leaves."""
 
     def __init__(self, policy: RetryPolicy) -> None:
         self.policy = policy
@@ -145,9 +200,19 @@ class wait_retry_after_or_backoff(wait_base):
     def __call__(self, retry_state: RetryCallState) -> float:
         exc = retry_state.outcome.exception() if retry_state.outcome else None
         retry_after = parse_retry_after(_response_headers(exc))
-        if retry_after is not None:
-            return min(retry_after, self.policy.retry_after_max_s)
-        return self.backoff(retry_state)
+        wait = (
+            min(retry_after, self.policy.retry_after_max_s)
+            if retry_after is not None
+            else self.backoff(retry_state)
+        )
+        left = _time_left()
+        return wait if left is None else max(0.0, min(wait, left))
+
+
+class stop_when_time_is_up(stop_base):
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        left = _time_left()
+        return left is not None and left < MIN_ATTEMPT_S
 
 
 def _log_retry(retry_state: RetryCallState) -> None:
@@ -164,9 +229,19 @@ class SdkErrors:
     base: type[Exception]
     status: type[Exception]
     connection: type[Exception]
+    malformed: tuple[type[Exception], ...] = ()
+    """The SDK's errors for a 200 whose body does not parse (besides json's and MalformedResponse)."""
+
+    @property
+    def bad_body(self) -> tuple[type[Exception], ...]:
+        return (json.JSONDecodeError, MalformedResponse, *self.malformed)
+
+    @property
+    def handled(self) -> tuple[type[Exception], ...]:
+        return (self.base, *self.bad_body)
 
     def is_transient(self, exc: BaseException) -> bool:
-        if isinstance(exc, self.connection):
+        if isinstance(exc, (self.connection, *self.bad_body)):
             return True
         if isinstance(exc, self.status):
             if _error_code(getattr(exc, "body", None)) == "insufficient_quota":
@@ -175,6 +250,8 @@ class SdkErrors:
         return False
 
     def to_model_error(self, endpoint: Endpoint, exc: Exception, attempts: int) -> ModelError:
+        if isinstance(exc, self.bad_body):
+            return malformed_body_error(endpoint, exc, attempts=attempts)
         if isinstance(exc, self.connection):
             return connection_error(endpoint, exc, attempts=attempts)
         if isinstance(exc, self.status):
@@ -191,14 +268,23 @@ class SdkErrors:
 
 
 def call_with_retries(
-    send: Callable[[], T], *, policy: RetryPolicy, endpoint: Endpoint, errors: SdkErrors
+    send: Callable[[float | None], T],
+    *,
+    policy: RetryPolicy,
+    endpoint: Endpoint,
+    errors: SdkErrors,
+    request_timeout_s: float | None = None,
 ) -> tuple[T, int]:
-    """Run `send` under `policy`; return its result and the number of attempts it took.
+    """Run `send(timeout)` under `policy`; return its result and the number of attempts it took.
 
-    Transient failures are retried; an SDK error left at the end becomes a ModelError.
+    `timeout` is the seconds the attempt may take: `request_timeout_s` cut to what the call's time
+    limit (`call_time_limit`) leaves, or None (the client's own timeout) when neither is set.
+    Transient failures (status 408/409/429/5xx, network, a 200 whose body does not parse) are retried;
+    an SDK error left at the end becomes a ModelError, and running out of the time limit raises
+    CallTimeLimitReached.
     """
     retrying = Retrying(
-        stop=stop_after_attempt(policy.max_attempts),
+        stop=stop_after_attempt(policy.max_attempts) | stop_when_time_is_up(),
         wait=wait_retry_after_or_backoff(policy),
         retry=retry_if_exception(errors.is_transient),
         before_sleep=_log_retry,
@@ -207,11 +293,36 @@ def call_with_retries(
     try:
         for attempt in retrying:
             with attempt:
-                return send(), retrying.statistics["attempt_number"]
-    except errors.base as exc:
+                return send(_attempt_timeout(request_timeout_s, endpoint)), retrying.statistics[
+                    "attempt_number"
+                ]
+    except errors.handled as exc:
         attempts = retrying.statistics.get("attempt_number", 1)
+        left = _time_left()
+        if left is not None and left < MIN_ATTEMPT_S and errors.is_transient(exc):
+            raise CallTimeLimitReached(
+                f"{endpoint.describe()} had not answered when the time allowed ran out "
+                f"({attempts} attempt(s); last: {type(exc).__name__})"
+            ) from exc
         raise errors.to_model_error(endpoint, exc, attempts) from exc
     raise AssertionError("tenacity ended without a result or an error")
+
+
+def _attempt_timeout(request_timeout_s: float | None, endpoint: Endpoint) -> float | None:
+    left = _time_left()
+    if left is None:
+        return request_timeout_s
+    if left < MIN_ATTEMPT_S:
+        raise CallTimeLimitReached(f"{endpoint.describe()}: no time left for another attempt")
+    return left if request_timeout_s is None else min(request_timeout_s, left)
+
+
+def client_timeout_s(timeout: object) -> float | None:
+    """An SDK client's `timeout` (seconds, an httpx.Timeout or None) as seconds to wait for an answer."""
+    if isinstance(timeout, int | float) and math.isfinite(timeout):
+        return float(timeout)
+    read = getattr(timeout, "read", None)
+    return float(read) if isinstance(read, int | float) else None
 
 
 def _error_code(body: object) -> str | None:
@@ -267,6 +378,19 @@ def status_error(
         status_code=status,
         attempts=attempts,
         transient=transient,
+    )
+
+
+def malformed_body_error(endpoint: Endpoint, exc: Exception, *, attempts: int) -> ModelError:
+    where = endpoint.url or endpoint.base_url or "its URL"
+    return ModelError(
+        f"{endpoint.provider} at {where} (model {endpoint.model!r}) answered with a body that is empty, "
+        f"cut off or not its format, {attempts} time(s) ({type(exc).__name__}: {exc}). The server or a "
+        "proxy before it is failing; try again later or check the server.",
+        provider=endpoint.provider,
+        model=endpoint.model,
+        attempts=attempts,
+        transient=True,
     )
 
 

@@ -33,12 +33,15 @@ from agent.messages import (
     UserMessage,
 )
 from agent.models.base import (
+    DEFAULT_REQUEST_TIMEOUT_S,
     PROVIDER_KEY_ENV,
     Endpoint,
+    MalformedResponse,
     ModelError,
     RetryPolicy,
     SdkErrors,
     call_with_retries,
+    client_timeout_s,
     missing_key_message,
 )
 from agent.models.prices import PriceTable, load_prices
@@ -51,12 +54,18 @@ REASONING_CONTENT = "openai_reasoning_content"
 REFUSAL = "openai_refusal"
 
 SDK_ERRORS = SdkErrors(
-    base=openai.APIError, status=openai.APIStatusError, connection=openai.APIConnectionError
+    base=openai.APIError,
+    status=openai.APIStatusError,
+    connection=openai.APIConnectionError,
+    malformed=(openai.APIResponseValidationError,),
 )
 
 
 def openai_client(
-    *, base_url: str | None = None, timeout_s: float = 600.0, env: Mapping[str, str] | None = None
+    *,
+    base_url: str | None = None,
+    timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
 ) -> openai.OpenAI:
     """The default client: key from OPENAI_API_KEY (optional with a base URL), SDK retries off."""
     key = (os.environ if env is None else env).get(KEY_ENV)
@@ -79,9 +88,12 @@ class OpenAIModel:
         retry: RetryPolicy | None = None,
         default_max_output_tokens: int | None = None,
         extra_params: Mapping[str, Any] | None = None,
+        request_timeout_s: float | None = None,
     ) -> None:
+        """`request_timeout_s`: seconds one request may wait for its answer (default: the client's)."""
         self.model = model
         self._client = client.with_options(max_retries=0)
+        self._request_timeout_s = request_timeout_s or client_timeout_s(client.timeout)
         self._prices = prices if prices is not None else load_prices()
         self._retry = retry or RetryPolicy()
         self._default_max_output_tokens = default_max_output_tokens
@@ -90,7 +102,11 @@ class OpenAIModel:
         self._is_openai = base_url == DEFAULT_BASE_URL
         self.name = f"openai:{model}" if self._is_openai else f"openai:{model}@{base_url}"
         self._endpoint = Endpoint(
-            provider="openai", model=model, key_env=KEY_ENV, base_url=None if self._is_openai else base_url
+            provider="openai",
+            model=model,
+            key_env=KEY_ENV,
+            base_url=None if self._is_openai else base_url,
+            url=base_url,
         )
 
     def query(
@@ -111,21 +127,14 @@ class OpenAIModel:
             extra_params=self._extra_params,
         )
         started = time.monotonic()
-        raw, attempts = call_with_retries(
-            lambda: self._client.chat.completions.with_raw_response.create(**request),
+        (completion, body), attempts = call_with_retries(
+            lambda timeout: self._send(request, timeout),
             policy=self._retry,
             endpoint=self._endpoint,
             errors=SDK_ERRORS,
+            request_timeout_s=self._request_timeout_s,
         )
         latency_s = time.monotonic() - started
-        completion = raw.parse()
-        if not completion.choices:
-            raise ModelError(
-                f"{self._endpoint.describe()} returned no choices: {raw.http_response.text[:500]}",
-                provider="openai",
-                model=self.model,
-                attempts=attempts,
-            )
         choice = completion.choices[0]
         usage = usage_from_wire(completion)
         return ModelResponse(
@@ -137,8 +146,19 @@ class OpenAIModel:
             latency_s=latency_s,
             attempts=attempts,
             raw_request=request,
-            raw_response=raw.http_response.json(),
+            raw_response=body,
         )
+
+    def _send(self, request: dict[str, Any], timeout: float | None) -> tuple[ChatCompletion, dict[str, Any]]:
+        """One attempt: the parsed completion and the body as returned. A 200 whose body does not parse
+        or has no choices raises (and is retried like a dropped connection)."""
+        options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        raw = self._client.chat.completions.with_raw_response.create(**request, **options)
+        completion = raw.parse()
+        body = raw.http_response.json()
+        if not isinstance(body, dict) or not completion.choices:
+            raise MalformedResponse(f"no choices in the answer: {raw.http_response.text[:200]!r}")
+        return completion, body
 
 
 def build_request(

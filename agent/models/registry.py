@@ -7,7 +7,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from agent.models.base import PROVIDER_KEY_ENV, Model, ModelError, Provider, RetryPolicy, missing_key_message
+from agent.models.base import (
+    DEFAULT_REQUEST_TIMEOUT_S,
+    PROVIDER_KEY_ENV,
+    Model,
+    ModelError,
+    Provider,
+    RetryPolicy,
+    missing_key_message,
+)
 from agent.models.prices import PriceTable
 
 DEFAULT_MODEL = "anthropic:claude-sonnet-5-5"
@@ -25,6 +33,22 @@ _KEY_ENV: Mapping[Provider, str] = PROVIDER_KEY_ENV
 
 class ModelSpecError(ValueError):
     pass
+
+
+REQUEST_TIMEOUT_HELP = (
+    "Seconds one request to the model provider may wait for its answer before it is retried "
+    f"(90, 90s, 3m). Default: {DEFAULT_REQUEST_TIMEOUT_S:g}s; the wall budget cuts it shorter near its end."
+)
+
+
+def parse_request_timeout(text: str) -> float:
+    """`--request-timeout` as seconds (> 0, finite); ValueError names the flag and the accepted forms."""
+    from agent.budget import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise ValueError(f"--request-timeout {text!r}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -76,10 +100,11 @@ def resolve_model(
     *,
     prices: PriceTable | None = None,
     retry: RetryPolicy | None = None,
-    timeout_s: float = 600.0,
+    timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
     env: Mapping[str, str] | None = None,
 ) -> Model:
-    """The `Model` for a `--model` spec, with a default client built from the environment."""
+    """The `Model` for a `--model` spec, with a default client built from the environment.
+    `timeout_s`: how long one request may wait for its answer (`--request-timeout`)."""
     parsed = parse_model_spec(spec)
     env = os.environ if env is None else env
     missing = check_credentials(spec, env)

@@ -10,8 +10,10 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from agent.budget import BudgetExhausted
 from agent.messages import Message, ModelResponse, ToolCall, ToolResultMessage, UserMessage
-from agent.models.base import Model, ModelError
+from agent.models.base import CallTimeLimitReached, Model, ModelError, call_time_limit
+from agent.run.context import ContextWindow
 from agent.stops import ModelStopped, RunStatus, RunStop, Submitted
 from agent.tools import Toolbox, ToolContext, ToolOutput
 from agent.transcripts.format import (
@@ -52,6 +54,8 @@ class AgentLoop:
     progress: Progress = lambda ctx, note: None
     max_idle_turns: int = 3
     """Text-only replies in a row before the run ends as model_stopped."""
+    window: ContextWindow = field(default_factory=ContextWindow)
+    """Which old messages each request shows as stubs (the whole history stays in `messages`)."""
     messages: list[Message] = field(default_factory=list)
     _recorded: int = 0
     _idle_turns: int = 0
@@ -67,8 +71,8 @@ class AgentLoop:
             return LoopOutcome("model_error", str(exc))
         except SandboxError as exc:
             return LoopOutcome("sandbox_error", str(exc))
-        except KeyboardInterrupt:
-            return LoopOutcome("interrupted", "interrupted by the user (Ctrl-C)")
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM/SIGHUP (agent/run/signals.py)
+            return LoopOutcome("interrupted", str(stop) or "interrupted by the user (Ctrl-C)")
         except Exception as exc:
             return LoopOutcome("error", f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
 
@@ -85,6 +89,7 @@ class AgentLoop:
     def query(self) -> ModelResponse:
         budget, turn = self.context.budget, self.context.turn
         max_output_tokens = budget.max_output_tokens(self.max_output_tokens)
+        request = self.window.next_request(self.messages, self.context, self.toolbox.specs, self.transcript)
         self.transcript.write(
             ModelRequestEvent(
                 turn=turn,
@@ -94,7 +99,11 @@ class AgentLoop:
             )
         )
         self.progress(self.context, "waiting for the model")
-        response = self.model.query(self.messages, self.toolbox.specs, max_output_tokens=max_output_tokens)
+        try:
+            with call_time_limit(budget.wall_left()):
+                response = self.model.query(request, self.toolbox.specs, max_output_tokens=max_output_tokens)
+        except CallTimeLimitReached as exc:
+            raise BudgetExhausted("wall", f"the wall budget ran out waiting for the model: {exc}") from exc
         budget.charge_model_call(response)
         self.transcript.write(ModelResponseEvent(turn=turn, response=response))
         self.messages.append(response.message)

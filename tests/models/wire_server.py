@@ -20,6 +20,8 @@ class Reply:
     delay_s: float = 0.0
     drop_connection: bool = False
     """Close the socket without sending any response."""
+    raw_body: bytes | None = None
+    """Sent as the body instead of `body`'s JSON (an empty or cut-off answer)."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,11 @@ def _handler_for(server: WireServer) -> type[BaseHTTPRequestHandler]:
             if reply.drop_connection:
                 self.close_connection = True
                 return
-            payload = json.dumps(reply.body if reply.body is not None else {}).encode()
+            payload = (
+                reply.raw_body
+                if reply.raw_body is not None
+                else json.dumps(reply.body if reply.body is not None else {}).encode()
+            )
             try:
                 self.send_response(reply.status)
                 self.send_header("content-type", "application/json")
