@@ -1,6 +1,6 @@
 """torch's bytecode for the local sandbox's workers, made by the harness and read-only to them.
 
-Some machines ship torch without `.pyc` files (the lent H200s: none for its 2141 modules), and a
+Some machines ship torch without `.pyc` files (one H200 install had none for its 2141 modules), and a
 sandboxed worker cannot write them next to torch's read-only sources, so every build, candidate
 and trace process compiled all of torch before its first line of work: `import torch` took 1.3-4.4
 s there. The harness, a trusted process, imports once what the workers import, with

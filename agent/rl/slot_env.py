@@ -1,4 +1,4 @@
-"""The template policy's slot decisions as a gymnasium-style environment (issue #20 part 3).
+"""The template policy's slot decisions as a gymnasium-style environment.
 
 One `SlotEnv` is one task's template plan (agent/templates): its `SlotSpace` (slots.py), the
 decision makers' first guess, and an evaluator that judges a slot assignment. An action is a

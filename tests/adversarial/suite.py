@@ -9,7 +9,7 @@ expected.json:
   verdict    the verdict the referee must give on the GPU
   accept     optional: other verdicts that are an equally correct rejection
   why        what the candidate does and what must catch it
-  pattern    the catalog id (exploits.md), e.g. "B3"; "legit" for the must-pass set
+  pattern    the pattern id (docs/referee-hardening.md), e.g. "B3"; "legit" for the must-pass set
   catch      yes (rejected), flagged (passes, with a flag or a static finding), neutralized
              (passes, but the defense removes the advantage), no (not caught; documented)
   policy     strict | kernelbench (kernelbench isolates the defense under test from the op policy)

@@ -112,7 +112,7 @@ def test_the_batchs_queues_are_their_own_stages() -> None:
 
 
 def test_a_wait_for_gpu_memory_is_its_own_row() -> None:
-    """It holds one of the GPU's slots while nothing runs: the eighth session's batch lost half its
+    """It holds one of the GPU's slots while nothing runs: the measured H200 batch lost half its
     slots that way, which "GPU wait" (the gate) does not say."""
     result = json.loads(MEASURED.read_text())
     before = evaluation_stages(result)

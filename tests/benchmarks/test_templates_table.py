@@ -1,4 +1,4 @@
-"""benchmarks/templates_table.py: issue 19's tables count a correct candidate carrying a hack flag
+"""benchmarks/templates_table.py: the template tables count a correct candidate carrying a hack flag
 (a GEMM that is cuBLAS alone, an implausible speedup) as correct but never as faster, and "faster"
 is the referee's noise-aware call, not the raw ratio."""
 

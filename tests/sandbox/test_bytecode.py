@@ -37,7 +37,7 @@ print(json.dumps(seen))
 
 @pytest.fixture
 def torch_without_bytecode(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """This machine's torch as the lent H200s have it (no `.pyc`), the cache in a fresh folder."""
+    """This machine's torch as some GPU machines have it (no `.pyc`), the cache in a fresh folder."""
     monkeypatch.setattr(bytecode_module, "has_bytecode", lambda source: False)
     root = tmp_path / "harness" / "bytecode"
     monkeypatch.setenv("KERNEL_AGENT_BYTECODE_CACHE", str(root))

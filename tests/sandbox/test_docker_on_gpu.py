@@ -1,4 +1,4 @@
-"""The docker sandbox on a real GPU (issue 22): only for a GPU machine with a Docker daemon
+"""The docker sandbox on a real GPU: only for a GPU machine with a Docker daemon
 (benchmarks/docker_gpu/run_on_gpu.sh starts one from carried .debs). The image is
 $KERNEL_AGENT_IMAGE when the daemon has it, else a host-stack image built here. Run with:
 
