@@ -218,6 +218,45 @@ CASES = [
     Case(
         "solve-unknown-sandbox", ["solve", "{task}", "--sandbox", "nosuch", "--out", "{tmp}/o"], "--sandbox"
     ),
+    Case(
+        "solve-request-timeout-zero",
+        ["solve", "{task}", "--request-timeout", "0", "--out", "{tmp}/o"],
+        "--request-timeout",
+        absent=["{tmp}/o"],
+    ),
+    Case(
+        "solve-request-timeout-negative",
+        ["solve", "{task}", "--request-timeout", "-5", "--out", "{tmp}/o"],
+        "--request-timeout",
+        absent=["{tmp}/o"],
+    ),
+    Case(
+        "solve-request-timeout-nan",
+        ["solve", "{task}", "--request-timeout", "nan", "--out", "{tmp}/o"],
+        "--request-timeout",
+        absent=["{tmp}/o"],
+    ),
+    Case(
+        "batch-request-timeout-zero",
+        ["batch", "{tmp}/tasks", "--model", "templates", "--request-timeout", "0", "--out", "{tmp}/b"],
+        "--request-timeout",
+        setup=tasks_folder("tasks"),
+        absent=["{tmp}/b"],
+    ),
+    Case(
+        "batch-request-timeout-negative",
+        ["batch", "{tmp}/tasks", "--model", "templates", "--request-timeout", "-5", "--out", "{tmp}/b"],
+        "--request-timeout",
+        setup=tasks_folder("tasks"),
+        absent=["{tmp}/b"],
+    ),
+    Case(
+        "batch-request-timeout-nan",
+        ["batch", "{tmp}/tasks", "--model", "templates", "--request-timeout", "nan", "--out", "{tmp}/b"],
+        "--request-timeout",
+        setup=tasks_folder("tasks"),
+        absent=["{tmp}/b"],
+    ),
     # agent eval
     Case("eval-swapped-arguments", ["eval", "{solution}/model_new.py", "{task}"], "swap"),
     Case("eval-missing-solution", ["eval", "{task}", "{tmp}/nope"], "{tmp}/nope"),
