@@ -1,7 +1,8 @@
 """Tasks: KernelBench-style module files (`Model`, `get_inputs`, `get_init_inputs`).
 
 A task file is parsed here without running it; running it (to learn its input spec) happens
-in a worker process, so no task can change the harness's or another task's globals.
+in a sandbox (the one candidates run in: allowlisted environment, no network, a private home and
+/tmp, only a scratch copy writable), so no task can reach the harness, its keys or its globals.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-import subprocess
-import sys
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -22,6 +23,8 @@ from sandbox.workers.protocol import parse as parse_worker_result
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 _LEVEL_DIR = re.compile(r"^level[_-]?(\d+)$", re.IGNORECASE)
 _PROBLEM_ID = re.compile(r"^(\d+)[_-]")
+INSPECT_FILE_SIZE_LIMIT = 256 * 2**20
+"""The largest file a task may write while it is inspected (RLIMIT_FSIZE): shapes need no files."""
 
 
 class TaskLoadError(Exception):
@@ -138,11 +141,13 @@ def parse_task(path: Path) -> Task:
     )
 
 
-def load_task(path: Path, *, instantiate: bool = True, timeout: float = 300) -> Task:
-    """Parse a task and (by default) run it once in a worker process to learn its input spec."""
+def load_task(
+    path: Path, *, instantiate: bool = True, timeout: float = 300, sandbox_kind: str = "local"
+) -> Task:
+    """Parse a task and (by default) run it once in a sandbox of `sandbox_kind` to learn its input spec."""
     task = parse_task(path)
     if instantiate:
-        task = instantiate_tasks([task], timeout=timeout)[0]
+        task = instantiate_tasks([task], timeout=timeout, sandbox_kind=sandbox_kind)[0]
     return task
 
 
@@ -165,7 +170,7 @@ def discover_task_files(folder: Path) -> list[Path]:
 
 
 def load_folder(
-    folder: Path, *, instantiate: bool = True, timeout: float = 600
+    folder: Path, *, instantiate: bool = True, timeout: float = 600, sandbox_kind: str = "local"
 ) -> tuple[list[Task], list[TaskLoadError]]:
     """Every task under `folder`; files that fail are returned as errors, not raised."""
     tasks: list[Task] = []
@@ -176,38 +181,53 @@ def load_folder(
         except TaskLoadError as exc:
             errors.append(exc)
     if instantiate and tasks:
-        instantiated, failed = _instantiate_collecting(tasks, timeout=timeout)
+        instantiated, failed = _instantiate_collecting(tasks, timeout=timeout, sandbox_kind=sandbox_kind)
         tasks, errors = instantiated, errors + failed
     return tasks, errors
 
 
-def instantiate_tasks(tasks: list[Task], *, timeout: float = 300) -> list[Task]:
-    """Run each task once in a worker process; raise the first TaskLoadError."""
-    done, failed = _instantiate_collecting(tasks, timeout=timeout)
+def instantiate_tasks(tasks: list[Task], *, timeout: float = 300, sandbox_kind: str = "local") -> list[Task]:
+    """Run each task once in a sandbox; raise the first TaskLoadError."""
+    done, failed = _instantiate_collecting(tasks, timeout=timeout, sandbox_kind=sandbox_kind)
     if failed:
         raise failed[0]
     return done
 
 
-def _instantiate_collecting(tasks: list[Task], *, timeout: float) -> tuple[list[Task], list[TaskLoadError]]:
-    from sandbox.base import WORKERS_DIR
+def _instantiate_collecting(
+    tasks: list[Task], *, timeout: float, sandbox_kind: str
+) -> tuple[list[Task], list[TaskLoadError]]:
+    """One sandbox command for all `tasks` (torch is imported once; each file runs in a forked
+    child of sandbox/workers/inspect_task.py) over copies of the files in a scratch folder the
+    harness made: the sandbox's only writable folder, removed afterwards. A SandboxError (the
+    sandbox cannot open) is raised."""
+    from sandbox.base import open_sandbox
 
-    worker = str(WORKERS_DIR / "inspect_task.py")
-    cmd = [sys.executable, "-I", worker, "--timeout", str(timeout), *[str(t.path) for t in tasks]]
+    scratch = Path(tempfile.mkdtemp(prefix="kernel-agent-inspect-"))
     try:
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout * len(tasks) + 60, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired:
+        names = []
+        for index, task in enumerate(tasks):
+            name = f"task_{index}_{task.path.name}"
+            shutil.copyfile(task.path, scratch / name)
+            names.append(name)
+        with open_sandbox(
+            sandbox_kind, workspace=scratch, gpus=None, file_size_limit=INSPECT_FILE_SIZE_LIMIT
+        ) as box:
+            inside = [f"{box.workspace_path}/{name}" for name in names]
+            cmd = box.python_command(box.worker("inspect_task.py"), "--timeout", str(timeout), *inside)
+            proc = box.exec(cmd, timeout=timeout * len(tasks) + 60, cwd=box.workspace_path)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if proc.timed_out:
         return [], [TaskLoadError(t.path, "the task inspector hung; try the file alone") for t in tasks]
     result = cast("InspectResult | None", parse_worker_result(proc.stdout))
-    if result is None:
-        reason = _last_line(proc.stderr) or f"it exited with status {proc.returncode}"
+    if result is None or len(result["tasks"]) != len(tasks):
+        reason = _last_line(proc.stderr) or f"it {proc.describe_failure() or 'wrote no result'}"
         return [], [TaskLoadError(t.path, f"the task inspector failed: {reason}") for t in tasks]
     done: list[Task] = []
     failed: list[TaskLoadError] = []
     for task, report in zip(tasks, result["tasks"], strict=True):
-        if report["ok"]:  # the reports are a forked child's JSON: pydantic checks what is in them
+        if report["ok"]:  # the reports are a sandboxed child's JSON: pydantic checks what is in them
             inspected = cast("TaskInspected", report)
             spec = InputSpec.model_validate(
                 {k: v for k, v in inspected.items() if k in InputSpec.model_fields}

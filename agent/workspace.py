@@ -227,13 +227,41 @@ class Workspace:
 
 
 class SingleFileSolution:
-    """A KernelBench generation: one `.py` defining `ModelNew`, typically via `load_inline`."""
+    """A KernelBench generation: one `.py` defining `ModelNew`, typically via `load_inline`.
+
+    `path` is the file that builds and runs and `root` its folder, the sandbox's writable
+    workspace; `source` is the file the user named. `stage` makes `root` a harness-made copy, so
+    the user's folder is never writable to the code in the file."""
 
     kind: Literal["single_file"] = "single_file"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, source: Path | None = None) -> None:
         self.path = Path(path).resolve()
         self.root = self.path.parent
+        self.source = Path(source).resolve() if source is not None else self.path
+
+    @classmethod
+    def stage(cls, source: Path) -> SingleFileSolution:
+        """A copy of `source` in a folder of its own under the harness cache, keyed by the file's
+        path and content (the same file again reuses its folder and build). The copy is written
+        afresh each time: whatever ran there before cannot have changed what is built now."""
+        source = Path(source).resolve()
+        try:
+            data = source.read_bytes()
+        except OSError as exc:
+            raise WorkspaceError(
+                f"{source}: cannot be read ({exc.strerror}); give a regular .py file"
+            ) from None
+        digest = hashlib.sha256(str(source).encode() + b"\0" + data).hexdigest()
+        root = cache_dir() / "single-file" / digest[:20]
+        root.mkdir(parents=True, exist_ok=True)
+        try:
+            write_file(root, source.name, data)
+        except UnsafePathError as exc:
+            raise WorkspaceError(
+                f"{root}: cannot stage {source.name} there ({exc}); remove that folder"
+            ) from None
+        return cls(root / source.name, source=source)
 
     @property
     def entry(self) -> Path:
@@ -293,7 +321,8 @@ def build_copy(source: Workspace) -> Workspace:
 
 
 def open_solution(path: Path) -> Solution:
-    """A workspace folder or a single-file solution, by what `path` is."""
+    """A workspace folder or a single-file solution, by what `path` is; a single file is staged
+    into a harness-made folder (`SingleFileSolution.stage`), never built or run beside itself."""
     path = Path(path)
     if path.is_dir():
         return Workspace.open(path)
@@ -301,5 +330,5 @@ def open_solution(path: Path) -> Solution:
         text = path.read_text(encoding="utf-8", errors="replace")
         if "ModelNew" not in text:
             raise WorkspaceError(f"{path}: defines no `ModelNew`; a solution file declares class ModelNew")
-        return SingleFileSolution(path)
+        return SingleFileSolution.stage(path)
     raise WorkspaceError(f"{path}: not a workspace folder or a .py solution file")

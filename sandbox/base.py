@@ -133,6 +133,9 @@ class Isolation(BaseModel):
     env: str = "allowlist (ENV_ALLOWLIST); API keys and tokens are not passed"
     output_cap_bytes: int = OUTPUT_CAP_BYTES
     notes: list[str] = Field(default_factory=list)
+    unsandboxed: bool = Field(
+        default=False, description="isolation was switched off on the user's request (--unsandboxed)"
+    )
 
     def line(self) -> str:
         def part(name: str, value: str | None) -> str:
@@ -149,7 +152,9 @@ class Isolation(BaseModel):
             f"output cap: {self.output_cap_bytes // 1024} KiB/stream",
         ]
         notes = f" [{'; '.join(self.notes)}]" if self.notes else ""
-        return f"{self.backend} sandbox; " + "; ".join(parts) + notes
+        unsandboxed = " (unsandboxed: no filesystem or network isolation)" if self.unsandboxed else ""
+        what = f"{self.backend} sandbox{unsandboxed}"
+        return f"{what}; " + "; ".join(parts) + notes
 
 
 @dataclass(frozen=True)

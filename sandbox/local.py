@@ -1,6 +1,7 @@
 """Local process sandbox: the embedded default for machines without Docker.
 
-Every command runs in its own process group and, where the machine allows it:
+Every command runs in its own process group and (unless the user passed --unsandboxed: without
+bubblewrap the sandbox refuses to open rather than run untrusted code unconfined):
 - under bubblewrap (`bwrap`): a read-only view of the host with the workspace, the build cache
   and a private /tmp writable, the home directory and /run hidden, a fresh /dev with only the
   GPU device nodes, its own pid, network, ipc and uts namespaces, and no capabilities;
@@ -47,6 +48,7 @@ from sandbox.cgroups import CgroupPlan, CommandCgroup, command_cgroup_name
 from sandbox.launch import launch_prefix, processes_of_uid
 from sandbox.paths import bytecode_cache_dir, default_cache_dir, gpu_gate_dir
 from sandbox.pump import pump
+from sandbox.unsandboxed import bwrap_broken, bwrap_missing, refusal, unsandboxed_accepted
 
 GiB = 1024**3
 _ids = itertools.count()
@@ -77,8 +79,9 @@ def cgroup_plan() -> CgroupPlan:
 
 @register_sandbox("local")
 class LocalSandbox(Sandbox):
-    """Options: `isolation` "auto" (bwrap when it works, else say what is missing), "bwrap"
-    (fail when it does not work) or "none" (process group and rlimits only); `gpus` "all",
+    """Options: `isolation` "auto" (bwrap; "none" when the user passed --unsandboxed), "bwrap"
+    or "none" (process group and rlimits only: unsandboxed); without a working bwrap, "auto" and
+    "bwrap" raise a SandboxError saying how to install it; `gpus` "all",
     "0,1" or None; `memory_limit` bytes or None; `pids_limit`; `file_size_limit` bytes;
     `cpu_time_limit` seconds per process (default: timeout x cores); `ro_paths` host paths to
     keep visible when the home directory is hidden; `output_cap` bytes per stream."""
@@ -133,47 +136,38 @@ class LocalSandbox(Sandbox):
         self._bwrap = False
         self._bytecode: BytecodeCache | None = None
         self._net: str | None = None
-        if isolation != "none":
-            self._setup_namespaces(isolation, hide_home, ro_paths)
+        # --unsandboxed (sandbox/unsandboxed.py) turns the default into an explicit "none".
+        self._unsandboxed = isolation == "none" or (isolation == "auto" and unsandboxed_accepted())
+        if self._unsandboxed:
+            self._notes.append("isolation 'none' was asked for (--unsandboxed)")
         else:
-            self._notes.append("isolation='none' was asked for")
+            self._setup_namespaces(hide_home, ro_paths)
         self._die_with_us = self._parent_death_prefix()
 
     # -- setup ----------------------------------------------------------------------------
 
-    def _setup_namespaces(self, isolation: str, hide_home: bool, ro_paths: Sequence[str | Path]) -> None:
+    def _setup_namespaces(self, hide_home: bool, ro_paths: Sequence[str | Path]) -> None:
+        """bwrap around every command, or a SandboxError: without it untrusted code would run
+        unconfined, which only an explicit isolation "none" (--unsandboxed) accepts."""
         bwrap = shutil.which("bwrap")
-        problem = "bwrap is not installed (apt-get install bubblewrap)"
-        if bwrap:
-            writable = [self.cache_path, self.workspace_path]
-            gates = gpu_gate_dir()
-            gates.mkdir(parents=True, exist_ok=True)
-            visible = [*ro_paths, gates]
-            bytecode = self._usable_bytecode(writable)
-            if bytecode:
-                visible.append(bytecode.root)
-            prefix = bwrap_prefix(bwrap, self.tmp_path, writable, self._gpu_nodes, hide_home, visible)
-            probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
-            if probe.returncode == 0:
-                self._prefix, self._bwrap = prefix, True
-                if bytecode:
-                    self._bytecode = bytecode
-                    bytecode.make_in_background()
-                self._net = "own network namespace (bwrap --unshare-net): loopback only"
-                return
-            problem = f"bwrap does not work here: {probe.stderr.decode(errors='replace').strip()}"
-        if isolation == "bwrap":
-            raise SandboxError(f"local sandbox: {problem}; use isolation='auto' to run without it")
-        self._notes.append(problem)
-        unshare = shutil.which("unshare")
-        if (
-            unshare
-            and subprocess.run([unshare, "--net", "true"], capture_output=True, check=False).returncode == 0
-        ):
-            self._prefix = [unshare, "--net", "--"]
-            self._net = "own network namespace (unshare --net)"
-        else:
-            self._notes.append("no network namespace: unshare --net is not permitted here")
+        if not bwrap:
+            raise SandboxError(refusal(bwrap_missing()))
+        writable = [self.cache_path, self.workspace_path]
+        gates = gpu_gate_dir()
+        gates.mkdir(parents=True, exist_ok=True)
+        visible = [*ro_paths, gates]
+        bytecode = self._usable_bytecode(writable)
+        if bytecode:
+            visible.append(bytecode.root)
+        prefix = bwrap_prefix(bwrap, self.tmp_path, writable, self._gpu_nodes, hide_home, visible)
+        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30, check=False)
+        if probe.returncode != 0:
+            raise SandboxError(refusal(bwrap_broken(probe.stderr.decode(errors="replace"))))
+        self._prefix, self._bwrap = prefix, True
+        if bytecode:
+            self._bytecode = bytecode
+            bytecode.make_in_background()
+        self._net = "own network namespace (bwrap --unshare-net): loopback only"
 
     def _usable_bytecode(self, writable: Sequence[str]) -> BytecodeCache | None:
         """The harness's torch bytecode folder, where torch ships none and no sandbox could write it."""
@@ -271,6 +265,7 @@ class LocalSandbox(Sandbox):
         )
         return Isolation(
             backend="local",
+            unsandboxed=self._unsandboxed,
             filesystem=filesystem,
             network=self._net,
             processes=processes,

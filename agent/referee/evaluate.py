@@ -42,7 +42,14 @@ from agent.referee.results import (
     Verdict,
 )
 from agent.tasks import Task, load_task
-from agent.workspace import EXTENSION_NAME, MODEL_ENTRY, Solution, Workspace, materialize
+from agent.workspace import (
+    EXTENSION_NAME,
+    MODEL_ENTRY,
+    SingleFileSolution,
+    Solution,
+    Workspace,
+    materialize,
+)
 from sandbox.base import Sandbox, open_sandbox
 from sandbox.paths import gpu_gate_dir
 from sandbox.workers import gpu_handoff, gpu_memory
@@ -202,7 +209,9 @@ def _judge_compiled(
     result = EvalResult(
         task=TaskRef.of(task),
         solution=SolutionRef(
-            kind=solution.kind, content_hash=compiled.content_hash, path=str(solution.entry)
+            kind=solution.kind,
+            content_hash=compiled.content_hash,
+            path=str(solution.source if isinstance(solution, SingleFileSolution) else solution.entry),
         ),
         policy=policy,
         device_kind="cpu" if device == "cpu" else "cuda",

@@ -176,7 +176,9 @@ def _child_report(path: str, output: bytes, status: int) -> TaskReport:
     try:
         return json.loads(output)
     except json.JSONDecodeError:
-        if os.WIFSIGNALED(status):
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXFSZ:
+            why = "killed by SIGXFSZ: it wrote a file past the sandbox's file-size limit (RLIMIT_FSIZE)"
+        elif os.WIFSIGNALED(status):
             why = f"killed by signal {signal.Signals(os.WTERMSIG(status)).name}"
         else:
             why = f"exited with status {os.WEXITSTATUS(status)} before reporting"

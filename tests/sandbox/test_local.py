@@ -21,6 +21,7 @@ from sandbox.base import SandboxError
 from sandbox.cgroups import CgroupPlan
 from sandbox.local import LocalSandbox
 from sandbox.paths import default_cache_dir, gpu_gate_dir, harness_state_dir
+from sandbox.unsandboxed import UNSANDBOXED_ENV
 from tests.sandbox.conftest import processes_with, wait_until_gone
 
 MiB = 1 << 20
@@ -57,31 +58,40 @@ def test_this_machine_gets_full_isolation(open_local) -> None:
     assert iso.processes is not None
 
 
-def test_without_bwrap_the_gaps_are_stated(open_local, monkeypatch: pytest.MonkeyPatch) -> None:
+def _without_bwrap(monkeypatch: pytest.MonkeyPatch, stand_in: str | None = None) -> None:
     real_which = shutil.which
     monkeypatch.setattr(
-        local_module.shutil, "which", lambda name: None if name == "bwrap" else real_which(name)
+        local_module.shutil, "which", lambda name: stand_in if name == "bwrap" else real_which(name)
     )
+
+
+def test_without_bwrap_the_sandbox_refuses_to_open(open_local, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(UNSANDBOXED_ENV, raising=False)
+    _without_bwrap(monkeypatch)
+    for isolation in ("auto", "bwrap"):
+        with pytest.raises(SandboxError) as refused:
+            open_local(isolation=isolation)
+        assert str(refused.value) == (
+            "bubblewrap (bwrap) is not installed, so untrusted code would run unconfined; install it "
+            "(apt-get install bubblewrap) or pass --unsandboxed to accept the risk"
+        )
+
+
+def test_unsandboxed_runs_without_bwrap_and_says_so(open_local, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(UNSANDBOXED_ENV, "1")
+    _without_bwrap(monkeypatch)
     box = open_local()
     line = box.describe()
+    assert box.isolation().unsandboxed and line.startswith("local sandbox (unsandboxed")
     assert "filesystem: NOT enforced" in line and "host processes: NOT enforced" in line
-    assert "bwrap is not installed" in line
-    assert box.isolation().network is not None or "no network namespace" in line
     assert box.exec(["sh", "-c", "echo works"], timeout=10).stdout == "works\n"
 
 
-def test_isolation_bwrap_fails_loudly_when_missing(open_local, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local_module.shutil, "which", lambda name: None)
-    with pytest.raises(SandboxError, match="apt-get install bubblewrap"):
-        open_local(isolation="bwrap")
-
-
-def test_a_broken_bwrap_is_reported(open_local, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_which = shutil.which
-    monkeypatch.setattr(
-        local_module.shutil, "which", lambda name: "/bin/false" if name == "bwrap" else real_which(name)
-    )
-    assert "bwrap does not work here" in open_local().describe()
+def test_a_broken_bwrap_is_refused(open_local, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(UNSANDBOXED_ENV, raising=False)
+    _without_bwrap(monkeypatch, stand_in="/bin/false")
+    with pytest.raises(SandboxError, match=r"bubblewrap \(bwrap\) does not work here.*--unsandboxed"):
+        open_local()
 
 
 @needs_bwrap
