@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.referee.diff import render_diff
+from agent.referee.diff import margin_line, render_diff
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -78,6 +78,9 @@ def feedback(result: EvalResult) -> str:
             where = f"trial {trial.index}" if trial.kind == "trial" else f"timed call {trial.index}"
             lines += [f"{where}: {problem}" for problem in trial.problems]
             lines += [f"{where}, {render_diff(d)}" for d in trial.outputs if not d.passed][:3]
+    if result.correctness is not None and result.correctness.passed:
+        margin = margin_line(result.correctness)
+        lines += [margin] if margin else []
     report = result.policy_report
     if report is not None:
         lines += [f"policy ({report.policy}): {v}" for v in report.violations]

@@ -80,6 +80,17 @@ class OutputDiff(BaseModel):
     worst_index: list[int] | None = None
     worst_expected: float | None = None
     worst_actual: float | None = None
+    first_wrong_index: list[int] | None = Field(default=None, description="the first wrong element, in flat order")
+    mismatch_pattern: str | None = Field(
+        default=None,
+        description="where the wrong elements lie: all, tail, one_row, one_column, tail_columns, "
+        "column_band, tail_rows, row_band, stride, scattered",
+    )
+    pattern_detail: str | None = Field(default=None, description="the pattern in one sentence, with indices")
+    error_ratio: float | None = Field(
+        default=None, description="largest |a - e| / (atol + rtol |e|): below 1 passes elementwise"
+    )
+    norm_ratio: float | None = Field(default=None, description="norm-wise error / its limit")
     expected_nan: int = 0
     actual_nan: int = 0
     expected_inf: int = 0

@@ -4,6 +4,10 @@ Elementwise closeness (|a - e| <= atol + rtol * |e|, as torch.isclose) AND norm-
 error ||a - e|| / ||e||, so that zeros returned for a tiny output fail. Non-finite values must
 match exactly (NaN where NaN is expected, the same infinity); a NaN never passes a finite
 check. Work is chunked so a huge output never needs more than a few float64 copies of a chunk.
+
+A failing output also says where its wrong elements lie (the first wrong index, and a pattern:
+only the tail, a band of columns or rows, one row or column, every k-th element, scattered, all),
+and every output says how much of the tolerance its largest error used (the margin on a pass).
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ if TYPE_CHECKING:
     from protocol import DiffRecord, Tolerances
 
 CHUNK = 1 << 25
+MAX_COLUMNS_COUNTED = 1 << 22  # a per-column tally of wrong elements up to this last-dimension size
+STRIDE_DENSITY = 0.5  # every k-th element: at least this share of the k-spaced span is wrong
+NEARLY_ALL = 0.99
 
 
 def tolerance_for(dtype: torch.dtype, tolerances: Tolerances) -> tuple[float, float, float]:
@@ -38,6 +45,151 @@ def _unravel(flat_index: int, shape: list[int]) -> list[int]:
         flat_index, rest = divmod(flat_index, max(size, 1))
         index.append(rest)
     return list(reversed(index))
+
+
+class MismatchLayout:
+    """Where the wrong elements of one output lie, gathered chunk by chunk in flat order (so rows
+    arrive sorted) without a mask of the whole output: first and last index, the gcd of the gaps,
+    the rows touched, and a per-column tally when the last dimension is not huge."""
+
+    def __init__(self, shape: list[int]) -> None:
+        self.shape = shape
+        self.numel = math.prod(shape)
+        self.columns = shape[-1] if len(shape) >= 1 and shape[-1] > 0 else 1
+        self.rows = self.numel // self.columns if self.columns else 0
+        self.count = 0
+        self.first: int | None = None
+        self.last: int | None = None
+        self.gap_gcd = 0
+        self.rows_touched = 0
+        self.row_min: int | None = None
+        self.row_max: int | None = None
+        self.column_counts = (
+            torch.zeros(self.columns, dtype=torch.int64) if self.columns <= MAX_COLUMNS_COUNTED else None
+        )
+
+    def add(self, elements: torch.Tensor) -> None:
+        """Element indices of wrong elements (ascending; duplicates allowed), one chunk's worth."""
+        elements = torch.unique_consecutive(elements.to(torch.int64))  # stays on its device
+        if self.last is not None:
+            elements = elements[elements > self.last]
+        if not elements.numel():
+            return
+        head, tail = int(elements[0]), int(elements[-1])
+        gaps = elements[1:] - elements[:-1]
+        if self.last is not None:
+            gaps = torch.cat([gaps, gaps.new_tensor([head - self.last])])
+        self.gap_gcd = math.gcd(self.gap_gcd, _gcd_of(gaps))
+        self.first = head if self.first is None else self.first
+        self.last = tail
+        self.count += elements.numel()
+        rows = torch.unique_consecutive(elements // self.columns)
+        continued = self.row_max is not None and int(rows[0]) == self.row_max
+        self.rows_touched += rows.numel() - (1 if continued else 0)
+        self.row_min = int(rows[0]) if self.row_min is None else self.row_min
+        self.row_max = int(rows[-1])
+        if self.column_counts is not None:
+            self.column_counts = self.column_counts.to(elements.device)
+            self.column_counts += torch.bincount(elements % self.columns, minlength=self.columns)
+
+    def describe(self) -> tuple[str, str] | None:
+        """(pattern, one sentence naming the indices) or None when nothing is wrong."""
+        if not self.count or self.first is None or self.last is None:
+            return None
+        if self.count >= NEARLY_ALL * self.numel:
+            share = (
+                "every element"
+                if self.count == self.numel
+                else f"{100 * self.count / self.numel:.3g}% of elements"
+            )
+            return "all", f"{share} wrong: the kernel's result is wrong everywhere, not at an edge"
+        if self.first > 0 and self.last == self.numel - 1 and self.count == self.numel - self.first:
+            return (
+                "tail",
+                f"only the last {self.count} elements (flat index {self.first} on, from "
+                f"{_unravel(self.first, self.shape)}) are wrong: the last partial tile or block, "
+                "check the bounds test and the tail loop",
+            )
+        columns = self._wrong_columns()
+        if self.rows > 1 and self.rows_touched == 1 and self.row_min is not None:
+            return (
+                "one_row",
+                f"only row {self._row_name(self.row_min)} is wrong (rows are {self._rows_text()})",
+            )
+        if columns is not None and 0 < len(columns) < self.columns:
+            return self._column_pattern(columns)
+        if (
+            self.row_min is not None
+            and self.row_max is not None
+            and self.rows_touched == self.row_max - self.row_min + 1
+            and self.rows_touched < self.rows
+        ):
+            where = (
+                f"rows {self._row_name(self.row_min)} to {self._row_name(self.row_max)} ({self._rows_text()})"
+            )
+            if self.row_max == self.rows - 1:
+                return "tail_rows", f"only {where} are wrong: the last partial tile of rows"
+            return "row_band", f"only {where} are wrong, a band of rows"
+        span = (self.last - self.first) // self.gap_gcd + 1 if self.gap_gcd > 1 else 0
+        if span and self.count >= STRIDE_DENSITY * span:
+            return (
+                "stride",
+                f"every {self.gap_gcd}th element is wrong (flat index = {self.first % self.gap_gcd} mod "
+                f"{self.gap_gcd}): one lane, thread or vector slot per group",
+            )
+        return (
+            "scattered",
+            f"{self.count} wrong elements scattered over {self.rows_touched} rows"
+            + (f" and {len(columns)} columns" if columns is not None else "")
+            + ": a race, uninitialized memory or a precision problem rather than an edge",
+        )
+
+    def _wrong_columns(self) -> list[int] | None:
+        if self.column_counts is None or self.columns <= 1:
+            return None
+        return [int(c) for c in torch.nonzero(self.column_counts).flatten()]
+
+    def _column_pattern(self, columns: list[int]) -> tuple[str, str]:
+        size = f"of the last dimension (size {self.columns})"
+        if len(columns) == 1:
+            return "one_column", f"only index {columns[0]} {size} is wrong, in {self.rows_touched} rows"
+        if columns[-1] - columns[0] + 1 == len(columns):
+            where = f"indices {columns[0]} to {columns[-1]} {size}"
+            if columns[-1] == self.columns - 1:
+                return "tail_columns", f"only {where} are wrong: the last partial tile along it"
+            return "column_band", f"only {where} are wrong, a band of columns"
+        if self.gap_gcd > 1 and len(columns) * self.gap_gcd >= self.columns:
+            shown = ", ".join(str(c) for c in columns[:4]) + (", ..." if len(columns) > 4 else "")
+            return (
+                "stride",
+                f"every {self.gap_gcd}th element is wrong (indices {shown} {size}): one lane, "
+                "thread or vector slot per group",
+            )
+        shown = ", ".join(str(c) for c in columns[:6]) + (", ..." if len(columns) > 6 else "")
+        return "scattered", f"wrong elements in {len(columns)} of {self.columns} indices {size} ({shown})"
+
+    def _row_name(self, row: int) -> str:
+        return str(_unravel(row, self.shape[:-1])) if len(self.shape) > 2 else str(row)
+
+    def _rows_text(self) -> str:
+        return f"indices over all but the last dimension, {self.rows} of them"
+
+
+def _gcd_of(values: torch.Tensor) -> int:
+    """gcd of non-negative integers, pairwise on the tensor (no Python loop over elements)."""
+    values = values.to(torch.int64)
+    while values.numel() > 1:
+        if values.numel() % 2:
+            values = torch.cat([values, values.new_zeros(1)])
+        values = torch.gcd(values[0::2], values[1::2])
+    return int(values[0]) if values.numel() else 0
+
+
+def _margin_ratio(diff: torch.Tensor, limit: torch.Tensor, finite: torch.Tensor) -> float:
+    """The largest |a - e| / (atol + rtol |e|) over finite elements (inf where the limit is 0)."""
+    ratio = torch.where(limit > 0, diff / limit.clamp_min(1e-300), torch.where(diff > 0, math.inf, 0.0))
+    ratio = torch.where(finite, ratio, torch.zeros_like(ratio))
+    return float(ratio.max()) if ratio.numel() else 0.0
 
 
 def _flat_real(t: torch.Tensor) -> torch.Tensor:
@@ -91,6 +243,9 @@ def compare_tensors(
         "ref_sq": 0.0,
     }
     worst: tuple[float, int] | None = None  # (score, flat index); larger score = worse
+    layout = MismatchLayout(list(expected.shape))
+    per_element = 2 if expected.is_complex() else 1  # complex: (real, imaginary) per element
+    error_ratio = 0.0
     first_nonfinite: int | None = None
     for start in range(0, e_all.numel(), CHUNK):
         e = e_all[start : start + CHUNK].to(torch.float64)
@@ -112,6 +267,10 @@ def compare_tensors(
         stats["mismatch"] += int(over.sum()) + bad_count
         if bad_count and first_nonfinite is None:
             first_nonfinite = start + int(torch.nonzero(nonfinite_bad)[0, 0])
+        wrong = torch.nonzero(over | nonfinite_bad).flatten()
+        if wrong.numel():
+            layout.add((wrong + start) // per_element)
+        error_ratio = max(error_ratio, _margin_ratio(diff, limit, finite))
         if diff.numel():
             stats["max_abs"] = max(stats["max_abs"], float(diff.max()))
             rel = diff / e.abs().clamp_min(max(atol, 1e-30))
@@ -138,7 +297,13 @@ def compare_tensors(
         expected_inf=stats["e_inf"],
         actual_inf=stats["a_inf"],
         nonfinite_mismatches=stats["nonfinite_mismatch"],
+        error_ratio=error_ratio,
+        norm_ratio=(norm_err / norm_rtol if norm_rtol > 0 else None) if norm_err is not None else None,
     )
+    described = layout.describe()
+    if described is not None and layout.first is not None:
+        record["first_wrong_index"] = _unravel(layout.first, list(expected.shape))
+        record["mismatch_pattern"], record["pattern_detail"] = described
     worst_flat = first_nonfinite if first_nonfinite is not None else (worst[1] if worst else None)
     if worst_flat is not None and numel:
         element = worst_flat if not expected.is_complex() else worst_flat // 2

@@ -206,6 +206,11 @@ class DiffRecord(TypedDict):
     worst_index: NotRequired[list[int]]
     worst_expected: NotRequired[float]
     worst_actual: NotRequired[float]
+    error_ratio: NotRequired[float]
+    norm_ratio: NotRequired[float | None]
+    first_wrong_index: NotRequired[list[int]]
+    mismatch_pattern: NotRequired[str]
+    pattern_detail: NotRequired[str]
     value_expected: NotRequired[str]
     value_actual: NotRequired[str]
 
