@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from agent.messages import Message, ModelResponse, ToolSpec
 from agent.models.replay import ReplayModel
+from agent.run.context import first_request_difference, recorded_elisions
 from agent.run.solve import SolveConfig, solve
 from agent.stops import RunStop
 from agent.tasks import Task, load_task
@@ -57,10 +58,13 @@ class ReplayReport(BaseModel):
     noise: NoiseRule = NoiseRule()
     """The speedup rule the steps were compared with (agent.transcripts.divergence)."""
     steps: list[StepComparison]
+    request_difference: int | None = None
+    """The first model request (1-based) whose messages, tool-call ids or elided messages differ from
+    the recording's; None when every request both runs made matches."""
 
     @property
     def diverged(self) -> bool:
-        return any(step.status != "match" for step in self.steps)
+        return self.request_difference is not None or any(step.status != "match" for step in self.steps)
 
     def counts(self) -> dict[str, int]:
         found: dict[str, int] = {}
@@ -80,7 +84,9 @@ class ReplayReport(BaseModel):
                     f"|Δ| {check.difference:.3f} = {100 * share:.0f}% of its tolerance {check.tolerance:.3f}"
                 )
             return f"no divergence beyond noise ({counts}); replay status {self.replay_status}{margin}"
-        first = next(step for step in self.steps if step.status != "match")
+        first = next((step for step in self.steps if step.status != "match"), None)
+        if first is None:
+            return f"request {self.request_difference} differs from the recording's ({counts})"
         stop = "; stopped at the first divergence" if self.stopped_early else ""
         return f"diverged at step {first.index} ({first.tool}, turn {first.turn}): {counts}{stop}"
 
@@ -202,7 +208,14 @@ def replay_run(
         if stop_at_first_divergence
         else ReplayModel(responses)
     )
-    result = solve(config, model=model, referee=referee, task=resolved, sandbox_options=sandbox_options)
+    result = solve(
+        config,
+        model=model,
+        referee=referee,
+        task=resolved,
+        sandbox_options=sandbox_options,
+        recorded_elisions=recorded_elisions(transcript),
+    )
     replayed = load_transcript(live)
     steps = compare_runs(recorded, observations(replayed), noise)
     end = transcript.run_end
@@ -217,6 +230,7 @@ def replay_run(
         stopped_early=result.status == ReplayDiverged.status,
         noise=noise,
         steps=steps,
+        request_difference=first_request_difference(transcript, replayed),
     )
 
 
