@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from agent.tune.space import Config
+from sandbox.safe_files import read_regular, write_file
 
 TUNE_NAME = "TUNE"
 HEADER = "kernels/tune_config.h"
@@ -33,11 +34,17 @@ def _tune_assignment(source: str) -> ast.Assign | None:
     return None
 
 
+def _read_workspace_text(path: Path) -> str | None:
+    """The file's text, None when it is missing or not a regular file (a link is not followed)."""
+    data = read_regular(path.parent, path.name)
+    return None if data is None else data.decode("utf-8", errors="replace")
+
+
 def read_tune_literal(path: Path) -> Config | None:
     """The TUNE dict of model_new.py (int values only), or None when there is none."""
     try:
-        node = _tune_assignment(Path(path).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
+        node = _tune_assignment(_read_workspace_text(Path(path)) or "")
+    except (OSError, SyntaxError, ValueError):
         return None
     if node is None:
         return None
@@ -53,7 +60,7 @@ def read_tune_literal(path: Path) -> Config | None:
 def write_tune_literal(path: Path, values: Config) -> None:
     """Replace the values of the TUNE literal's keys, keeping any other key as it was."""
     path = Path(path)
-    source = path.read_text(encoding="utf-8")
+    source = _read_workspace_text(path) or ""
     node = _tune_assignment(source)
     if node is None or not isinstance(node.value, ast.Dict):
         raise ValueError(
@@ -67,7 +74,7 @@ def write_tune_literal(path: Path, values: Config) -> None:
     head = lines[start][: _byte_to_char(lines[start], node.value.col_offset)]
     tail = lines[end][_byte_to_char(lines[end], node.value.end_col_offset or 0) :]
     lines[start : end + 1] = [head + literal + tail]
-    path.write_text("".join(lines), encoding="utf-8")
+    write_file(path.parent, path.name, "".join(lines).encode("utf-8"))
 
 
 def _byte_to_char(line: str, offset: int) -> int:
@@ -86,14 +93,12 @@ def header_text(values: Config, note: str = "") -> str:
 
 
 def read_tune_header(root: Path) -> Config | None:
-    path = Path(root) / HEADER
-    if not path.is_file():
+    data = read_regular(Path(root), HEADER)
+    if data is None:
         return None
-    return {name: int(value) for name, value in _DEFINE.findall(path.read_text(encoding="utf-8"))}
+    return {name: int(value) for name, value in _DEFINE.findall(data.decode("utf-8", errors="replace"))}
 
 
 def write_tune_header(root: Path, values: Config, note: str = "") -> Path:
-    path = Path(root) / HEADER
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(header_text(values, note), encoding="utf-8")
-    return path
+    write_file(Path(root), HEADER, header_text(values, note).encode("utf-8"))
+    return Path(root) / HEADER

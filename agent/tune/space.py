@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from agent.tune.expr import Expr, ExprError
+from sandbox.safe_files import SkippedEntry, read_regular
 
 SPACE_FILE = "kernels/tune.json"
 MAX_PARAMS = 12
@@ -341,12 +342,15 @@ def parse_space_text(text: str, source: str = SPACE_FILE) -> SpaceFile:
 
 
 def load_space_file(root: Path) -> SpaceFile:
-    path = Path(root) / SPACE_FILE
-    if not path.is_file():
+    skipped: list[SkippedEntry] = []
+    data = read_regular(Path(root), SPACE_FILE, skipped)
+    if data is None and skipped:
+        raise SpaceError(f"{SPACE_FILE}: {skipped[0].reason}; write it as a regular file")
+    if data is None:
         raise SpaceError(
             f"no {SPACE_FILE} in the workspace: declare the tunable parameters first (see skills/tuning/SKILL.md)"
         )
-    return parse_space_text(path.read_text(encoding="utf-8"))
+    return parse_space_text(data.decode("utf-8", errors="replace"))
 
 
 def grid(params: Mapping[str, list[int]]) -> Iterator[Config]:

@@ -9,7 +9,6 @@ the sandbox's shared build cache, where the tuning worker loads it from.
 from __future__ import annotations
 
 import hashlib
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -19,8 +18,9 @@ from agent.build.compile import compile_solution
 from agent.paths import cache_dir
 from agent.tune.apply import write_tune_header
 from agent.tune.space import Point, Space
-from agent.workspace import HARNESS_FILES, Workspace
+from agent.workspace import HARNESS_FILES, Snapshot, Workspace
 from sandbox.base import Sandbox, open_sandbox
+from sandbox.safe_files import read_regular, write_file
 
 
 class VariantBuilder:
@@ -48,30 +48,21 @@ class VariantBuilder:
         self._boxes: dict[Path, Sandbox] = {}
 
     def _sync(self, slot: Path) -> Workspace:
-        if not (slot / ".harness").is_dir():
+        """Make `slot` hold the workspace's files; both folders are sandbox-writable, so files are
+        read and written without following links (see sandbox/safe_files.py)."""
+        source_root = self.workspace.root
+        if read_regular(slot, ".harness/workspace.json") is None:
             slot.mkdir(parents=True, exist_ok=True)
-            (slot / ".harness").mkdir()
-            for name in ("workspace.json", "reference.py"):
-                source = self.workspace.root / ".harness" / name
-                if source.is_file():
-                    shutil.copy(source, slot / ".harness" / name)
-        wanted = self.workspace.model_files()
-        current = Workspace(slot).model_files()
-        for rel in current.keys() - wanted.keys():
-            (slot / rel).unlink()
-        for rel, text in wanted.items():
-            target = slot / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if not target.is_file() or target.read_text(encoding="utf-8", errors="replace") != text:
-                target.write_text(text, encoding="utf-8")
+            for name in (".harness/workspace.json", ".harness/reference.py"):
+                if (data := read_regular(source_root, name)) is not None:
+                    write_file(slot, name, data)
+        ws = Workspace(slot)
+        ws.restore(Snapshot(content_hash="", files=self.workspace.model_files()))
         for name in HARNESS_FILES:
-            source = self.workspace.root / name
-            if source.is_file() and name != "reference.py":
-                target = slot / name
-                if target.exists():
-                    target.chmod(0o644)
-                shutil.copy(source, target)
-        return Workspace(slot)
+            data = read_regular(source_root, name) if name != "reference.py" else None
+            if data is not None and read_regular(slot, name) != data:
+                write_file(slot, name, data, 0o444)
+        return ws
 
     def _box(self, slot: Path) -> Sandbox:
         if slot not in self._boxes:
