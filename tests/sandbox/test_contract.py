@@ -153,6 +153,40 @@ def test_writes_outside_the_workspace_fail(sandbox: Sandbox, tmp_path: Path) -> 
     assert_still_works(sandbox)
 
 
+def test_host_files_outside_the_view_are_not_there(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """What the sandbox needs is visible; the machine's secrets, the user's folders and the
+    harness's own state are not (sandbox/README.md: what untrusted code can read)."""
+    needs_isolation(sandbox)
+    tag = uuid.uuid4().hex
+    state = tmp_path_factory.mktemp("harness-state", numbered=True)
+    (state / "baselines.json").write_text(f"state-{tag}")
+    home_secret = Path.home() / f".ka-secret-{tag}"
+    var_secret = Path(f"/var/tmp/ka-secret-{tag}")
+    try:
+        for path in (home_secret, var_secret):
+            path.write_text(f"secret-{tag}")
+        probes = [
+            str(home_secret),
+            str(var_secret),
+            str(state / "baselines.json"),
+            "/etc/shadow",
+            "/etc/gshadow",
+        ]
+        script = 'for p; do cat "$p" 2>/dev/null; done; ls /root /home 2>/dev/null; echo done'
+        result = sandbox.exec(["sh", "-c", script, "sh", *probes], timeout=30)
+        assert result.stdout.strip().endswith("done"), result
+        assert tag not in result.stdout
+        shadow = Path("/etc/shadow")  # the host's; a container may show its image's own
+        if shadow.is_file() and shadow.read_text(errors="replace").strip():
+            assert shadow.read_text(errors="replace").strip() not in result.stdout
+        assert sandbox.exec(["python", "-c", "import torch"], timeout=120).ok  # what it needs is there
+    finally:
+        for path in (home_secret, var_secret):
+            path.unlink(missing_ok=True)
+
+
 @pytest.fixture
 def host_process_with_key() -> Iterator[str]:
     """A host process whose environment holds a secret, as the harness's own would."""
