@@ -14,10 +14,12 @@ if TYPE_CHECKING:
     from agent.batch.report import BatchReport
 
 from agent.cli.common import (
+    CONTEXT_TOKENS_HELP,
     arch_option,
     budget_option,
     checked_options,
     compile_mode_option,
+    context_options,
     err_console,
     fail,
     json_flag,
@@ -125,6 +127,9 @@ def batch_command(
     request_timeout: Annotated[
         str | None, typer.Option("--request-timeout", help=REQUEST_TIMEOUT_HELP, rich_help_panel=RUN)
     ] = None,
+    context_tokens: Annotated[
+        str | None, typer.Option("--context-tokens", help=CONTEXT_TOKENS_HELP, rich_help_panel=RUN)
+    ] = None,
     sandbox: Annotated[str, sandbox_option("local, docker or auto.", rich_help_panel=JUDGE)] = "local",
     policy: Annotated[str, policy_option("Referee policy.", rich_help_panel=JUDGE)] = "strict",
     trials: Annotated[int, trials_option("Correctness trials.", rich_help_panel=JUDGE)] = 5,
@@ -209,6 +214,7 @@ def batch_command(
             request_timeout_s = parse_request_timeout(request_timeout)
         except ValueError as exc:
             fail(str(exc))
+    context = context_options(context_tokens)
     from sandbox.base import sandbox_kinds
 
     kinds = sorted({*sandbox_kinds(), "auto"})
@@ -281,7 +287,7 @@ def batch_command(
         eval=judging,
         redo=redo or [],
         retry_errors=retry_errors,
-        solve_options={"budget": budget} if budget else {},
+        solve_options=({"budget": budget} if budget else {}) | context,
         request_timeout_s=request_timeout_s,
     )
     if as_json:

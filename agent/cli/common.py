@@ -142,3 +142,21 @@ def gpu_visible() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return listed.returncode == 0 and any(line.startswith("GPU") for line in listed.stdout.splitlines())
+
+
+CONTEXT_TOKENS_HELP = (
+    "Estimated input tokens per model request (e.g. 64k; default 100000): older turns are shortened "
+    "to one-line stubs to stay under it. off: the whole history every turn."
+)
+
+
+def context_options(context_tokens: str | None) -> dict[str, int]:
+    """The SolveConfig field a `--context-tokens` value sets (none when not given)."""
+    if context_tokens is None:
+        return {}
+    from agent.run.context import ContextSpecError, parse_context_tokens
+
+    try:
+        return {"context_tokens": parse_context_tokens(context_tokens)}
+    except ContextSpecError as exc:
+        fail(str(exc))

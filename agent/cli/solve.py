@@ -24,12 +24,14 @@ from rich.markup import escape
 
 from agent.budget import BudgetLimits, BudgetSpecError
 from agent.cli.common import (
+    CONTEXT_TOKENS_HELP,
     BudgetOpt,
     PolicyOpt,
     SandboxOpt,
     arch_option,
     checked_options,
     console,
+    context_options,
     err_console,
     fail,
     json_flag,
@@ -257,6 +259,7 @@ def solve_command(
     request_timeout: Annotated[
         str | None, typer.Option("--request-timeout", help=REQUEST_TIMEOUT_HELP)
     ] = None,
+    context_tokens: Annotated[str | None, typer.Option("--context-tokens", help=CONTEXT_TOKENS_HELP)] = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Log lines instead of the live status line.")
     ] = False,
@@ -278,6 +281,7 @@ def solve_command(
             request_timeout_s = parse_request_timeout(request_timeout)
         except ValueError as exc:
             fail(str(exc))
+    context = context_options(context_tokens)
     if policy not in POLICIES:
         fail(f"--policy {policy!r}: choose one of {', '.join(POLICIES)}")
     if baseline not in BASELINES:
@@ -314,6 +318,7 @@ def solve_command(
         shell=shell,
         allow_no_gpu=allow_no_gpu,
         request_timeout_s=request_timeout_s,
+        **context,
     )
     agent_model = _load_model(spec, prices, task, no_key=no_key, request_timeout_s=request_timeout_s)
     from agent.run.progress import LiveStatus, LogProgress

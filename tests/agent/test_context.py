@@ -25,7 +25,7 @@ from agent.run.context import (
 )
 from agent.run.replay import replay_run
 from agent.run.solve import SolveConfig
-from agent.tasks import load_task
+from agent.tasks import Task, load_task
 from agent.transcripts.format import ContextElidedEvent, EvaluationEvent
 from agent.transcripts.reader import load_transcript
 from tests.agent.conftest import RELU_TASK, run_solve
@@ -258,3 +258,21 @@ def test_bad_context_tokens_values_say_what_to_give(text: str, says: str) -> Non
 def test_the_default_run_has_a_ceiling() -> None:
     config = SolveConfig(task=Path("t.py"), out=Path("o"))
     assert 0 < config.context_tokens <= 100_000 and config.context_keep_turns == 6
+
+
+def test_the_context_tokens_flag_sets_the_runs_ceiling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relu_task: Task
+) -> None:
+    import agent.cli.solve
+    from tests.agent.test_cli_solve import invoke
+
+    recorded = tmp_path / "recorded"
+    run_solve(recorded, long_run(3), relu_task, referee=FakeReferee(), context_tokens=0)
+    monkeypatch.setattr(agent.cli.solve, "make_referee", lambda **options: FakeReferee())
+    out = tmp_path / "replayed"
+    model = f"replay:{recorded / 'transcript.jsonl'}"
+    code, output = invoke(
+        str(relu_task.path), "--model", model, "--out", str(out), "-q", "--context-tokens", "9k"
+    )
+    assert code in (0, 1), output
+    assert load_transcript(out / "transcript.jsonl").header.config["context_tokens"] == 9000

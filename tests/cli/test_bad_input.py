@@ -257,6 +257,38 @@ CASES = [
         setup=tasks_folder("tasks"),
         absent=["{tmp}/b"],
     ),
+    Case(
+        "solve-context-tokens-word",
+        ["solve", "{task}", "--context-tokens", "lots", "--out", "{tmp}/o"],
+        "--context-tokens",
+        absent=["{tmp}/o"],
+    ),
+    Case(
+        "solve-context-tokens-negative",
+        ["solve", "{task}", "--context-tokens", "-5", "--out", "{tmp}/o"],
+        "--context-tokens",
+        absent=["{tmp}/o"],
+    ),
+    Case(
+        "solve-context-tokens-too-small",
+        ["solve", "{task}", "--context-tokens", "500", "--out", "{tmp}/o"],
+        "--context-tokens",
+        absent=["{tmp}/o"],
+    ),
+    Case(
+        "batch-context-tokens-word",
+        ["batch", "{tmp}/tasks", "--model", "templates", "--context-tokens", "lots", "--out", "{tmp}/b"],
+        "--context-tokens",
+        setup=tasks_folder("tasks"),
+        absent=["{tmp}/b"],
+    ),
+    Case(
+        "batch-context-tokens-too-small",
+        ["batch", "{tmp}/tasks", "--model", "templates", "--context-tokens", "500", "--out", "{tmp}/b"],
+        "--context-tokens",
+        setup=tasks_folder("tasks"),
+        absent=["{tmp}/b"],
+    ),
     # agent eval
     Case("eval-swapped-arguments", ["eval", "{solution}/model_new.py", "{task}"], "swap"),
     Case("eval-missing-solution", ["eval", "{task}", "{tmp}/nope"], "{tmp}/nope"),
