@@ -42,6 +42,14 @@ def render(path: Path, values: Mapping[str, str]) -> str:
     return template.substitute(values)
 
 
+def default_brief(task: Task, baseline: str) -> str:
+    """The brief from the task alone: no timings, no traced work."""
+    from agent.referee.options import EvalOptions
+    from agent.run.brief import gather_facts, render_brief
+
+    return render_brief(gather_facts(task, options=EvalOptions(), gpu=None, baseline=baseline, trace=False))
+
+
 @dataclass(frozen=True)
 class Prompts:
     system: str
@@ -58,7 +66,10 @@ def build_prompts(
     arch: str,
     budget_line: str,
     root: Path | None = None,
+    brief: str | None = None,
 ) -> Prompts:
+    """The system prompt (the same for every task and turn) and the task prompt. `brief` is the
+    rendered task brief (agent.run.brief); None renders what the task alone says."""
     root = root or prompts_dir()
     catalog = skill_catalog()
     if MAIN_SKILL not in catalog:
@@ -90,6 +101,7 @@ def build_prompts(
             "policy": policy,
             "budget": budget_line,
             "reference_source": task.source.rstrip(),
+            "brief": brief if brief is not None else default_brief(task, baseline),
         },
     )
     hashes = {
