@@ -47,9 +47,9 @@ def product_files() -> list[Path]:
             files.append(root)
             continue
         for path in sorted(root.rglob("*")):
-            if path.is_file() and path.suffix in TEXT_SUFFIXES and path.resolve() != THIS_FILE:
-                if "__pycache__" not in path.parts:
-                    files.append(path)
+            checked = path.is_file() and path.suffix in TEXT_SUFFIXES and "__pycache__" not in path.parts
+            if checked and path.resolve() != THIS_FILE:
+                files.append(path)
     return files
 
 
@@ -92,5 +92,9 @@ def test_the_patterns_catch_logbook_lines_and_leave_product_vocabulary_alone() -
         "coarse-to-fine: each tuning round narrows the space",
         "see the GitHub issues page to report a bug",
     ]
-    assert all(development_words(line) for line in logbook), [line for line in logbook if not development_words(line)]
-    assert not any(development_words(line) for line in product), [line for line in product if development_words(line)]
+    assert all(development_words(line) for line in logbook), [
+        line for line in logbook if not development_words(line)
+    ]
+    assert not any(development_words(line) for line in product), [
+        line for line in product if development_words(line)
+    ]

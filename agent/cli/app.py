@@ -54,6 +54,42 @@ app = typer.Typer(
     help="Make PyTorch modules faster with CUDA C++ extensions written by an LLM agent, judged by a trusted referee.",
 )
 
+
+def version_line() -> str:
+    """The package's version with the torch and CUDA it runs on, for bug reports."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        package = version("kernel-agent")
+    except PackageNotFoundError:
+        package = "unknown (not installed: pip install -e .)"
+    try:
+        import torch
+    except ImportError:
+        return f"kernel-agent {package} (torch not installed)"
+    cuda = torch.version.cuda or "none (a CPU-only torch)"
+    return f"kernel-agent {package} (torch {torch.__version__}, CUDA {cuda})"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version_line())
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        callback=_print_version,
+        help="Print the kernel-agent, torch and CUDA versions and exit.",
+    ),
+) -> None:
+    pass
+
+
 # In the order `agent --help` lists them.
 app.command("tasks")(tasks_command)
 app.command("compile")(compile_command)

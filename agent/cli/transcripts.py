@@ -13,7 +13,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agent.cli.common import arch_option, console, fail, json_flag, sandbox_option
+from agent.cli.common import (
+    UnsandboxedFlag,
+    arch_option,
+    check_confinement,
+    console,
+    fail,
+    json_flag,
+    sandbox_option,
+)
 from agent.transcripts.divergence import DEFAULT_RUN_TO_RUN_CV
 
 if TYPE_CHECKING:
@@ -55,6 +63,7 @@ def replay_command(
             "within 3 sigma of this spread; 0 keeps the in-run bands alone.",
         ),
     ] = DEFAULT_RUN_TO_RUN_CV,
+    unsandboxed: UnsandboxedFlag = False,
 ) -> None:
     """Re-run a recorded transcript's turns on this machine and report where tool results diverge.
 
@@ -71,6 +80,7 @@ def replay_command(
         fail(f"--out {out}: is a file; give a new or empty folder")
     if out is not None and out.exists() and any(out.iterdir()):
         fail(f"--out {out}: the folder exists and is not empty; pick a new one")
+    check_confinement(sandbox, unsandboxed)
     target = out or Path(tempfile.mkdtemp(prefix="agent-replay-"))
     noise = NoiseRule(run_to_run_cv=run_to_run_cv)
     done = False
@@ -141,21 +151,30 @@ def show_command(
         Path | None, typer.Option("--html", help="Write a self-contained HTML page here instead of printing.")
     ] = None,
     full: Annotated[bool, typer.Option("--full", help="Show prompts and tool results uncut.")] = False,
+    summary_only: Annotated[
+        bool,
+        typer.Option("--summary", help="Print only the summary: outcome, best speedups, turns, cost, time."),
+    ] = False,
 ) -> None:
-    """Show a transcript: turns, tool calls, diffs of the model's file edits, verdicts, cost and budget."""
+    """Show a transcript: a summary, then turns, tool calls, diffs of the model's file edits, verdicts, cost and budget."""
     from agent.transcripts.format import TranscriptError
     from agent.transcripts.reader import load_transcript
-    from agent.transcripts.show import render
+    from agent.transcripts.show import render, render_summary, summarize
     from agent.transcripts.view import build_view
 
     if html is not None:
         check_output_file("--html", html)
     try:
-        view = build_view(load_transcript(transcript))
+        loaded = load_transcript(transcript)
+        view = build_view(loaded)
     except TranscriptError as exc:
         fail(str(exc))
+    summary = summarize(loaded)
+    if summary_only:
+        render_summary(summary, console)
+        return
     if html is None:
-        render(view, console, full=full)
+        render(view, console, full=full, summary=summary)
         return
     from agent.transcripts.show_html import render_html
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from agent.cli.transcripts import show_command
 from agent.transcripts.reader import load_transcript
-from agent.transcripts.show import render
+from agent.transcripts.show import render, summarize
 from agent.transcripts.show_html import highlight_code, render_html
 from agent.transcripts.view import build_view
 from tests.transcripts.conftest import V1_TRANSCRIPT
@@ -124,3 +124,33 @@ def test_an_html_file_in_a_missing_folder_is_refused_up_front(tmp_path: Path) ->
     assert not missing.parent.exists()
     folder = CliRunner().invoke(app, [str(V1_TRANSCRIPT), "--html", str(tmp_path)])
     assert folder.exit_code == 2 and "is a folder" in folder.output
+
+
+def test_the_terminal_view_opens_with_the_runs_summary() -> None:
+    app = typer.Typer()
+    app.command()(show_command)
+    result = CliRunner().invoke(app, [str(V1_TRANSCRIPT)], env={"COLUMNS": "140"})
+    assert result.exit_code == 0, result.output
+    summary = result.output[: result.output.index("turn 1")]
+    assert "outcome  submitted" in summary and "best     correct at turn 7" in summary
+    assert "1.60x vs eager (faster), 1.44x vs torch.compile (faster)" in summary
+    assert "turns    8" in summary and "wall 0.2 s, GPU 4.0 s" in summary
+
+
+def test_summary_prints_only_the_summary() -> None:
+    app = typer.Typer()
+    app.command()(show_command)
+    result = CliRunner().invoke(app, [str(V1_TRANSCRIPT), "--summary"], env={"COLUMNS": "140"})
+    assert result.exit_code == 0, result.output
+    assert "1.60x vs eager" in result.output and "$0.0000" in result.output
+    assert "turn 1" not in result.output and "read_file" not in result.output
+
+
+def test_a_killed_runs_summary_is_summed_from_its_events(tmp_path: Path) -> None:
+    data = V1_TRANSCRIPT.read_text()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(data[: data.index('"type":"run_end"')].rsplit("\n", 1)[0] + "\n")
+    summary = summarize(load_transcript(cut))
+    assert summary.outcome.startswith("unfinished")
+    assert summary.best_verdict == "correct" and summary.vs_eager is not None
+    assert summary.vs_eager.value == pytest.approx(1.6) and summary.turns == 8
