@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from agent.build.diagnostics import Diagnostic, parse_log
 from agent.build.inline_lines import locate
+from agent.build.resources import KernelResources, without_resource_lines, workspace_resources
 from agent.build.toolkit import resolve_arch
 from agent.workspace import EXTENSION_NAME, SingleFileSolution, Solution, Workspace
 from sandbox.base import Sandbox
@@ -31,7 +32,9 @@ from sandbox.workers.protocol import parse as parse_worker_result
 # Host C++ here is binding glue (argument checks, a launch): -O1 halves its compile time;
 # kernels are device code in .cu files, compiled by nvcc at -O3.
 CFLAGS = ["-O1"]
-CUDA_CFLAGS = ["-O3", "-lineinfo"]
+# --resource-usage: ptxas reports each kernel's registers, spills and shared memory in the log
+# (agent/build/resources.py reads them; the error summaries leave them out).
+CUDA_CFLAGS = ["-O3", "-lineinfo", "--resource-usage"]
 BUILT_STAMP = ".kernel-agent-built.json"
 LOG_FILE = ".harness/logs/compile.log"
 logger = logging.getLogger(__name__)
@@ -53,6 +56,10 @@ class CompileResult(BaseModel):
     errors: list[Diagnostic] = Field(default_factory=list)
     warning_count: int = 0
     message: str = ""
+    resources: list[KernelResources] = Field(
+        default_factory=list,
+        description="per kernel: registers, spills, static shared memory, theoretical occupancy (ptxas)",
+    )
     log_path: str | None = Field(default=None, description="full build log on the host")
     worker_phases: dict[str, float] = Field(
         default_factory=dict,
@@ -143,7 +150,12 @@ def compile_solution(
 
     if _last_good_build(sandbox, build_dir) == {"content_hash": content, "config_hash": spec["config_hash"]}:
         return CompileResult(
-            ok=True, status="up_to_date", mode="up_to_date", duration_s=time.monotonic() - start, **common
+            ok=True,
+            status="up_to_date",
+            mode="up_to_date",
+            duration_s=time.monotonic() - start,
+            resources=_resources(solution, sandbox, None),
+            **common,
         )
 
     outcome = sandbox.exec(
@@ -165,7 +177,7 @@ def compile_solution(
             **common,
         )
     if record is None:
-        errors, warnings = parse_log(log, root=solution.root)
+        errors, warnings = parse_log(without_resource_lines(log), root=solution.root)
         return CompileResult(
             ok=False,
             status="crashed",
@@ -176,7 +188,7 @@ def compile_solution(
             log_path=log_path,
             **common,
         )
-    errors, warnings = parse_log(log, root=solution.root)
+    errors, warnings = parse_log(without_resource_lines(log), root=solution.root)
     if isinstance(solution, SingleFileSolution):
         errors = locate(errors, solution.path)
     if not record["ok"]:
@@ -200,10 +212,18 @@ def compile_solution(
         mode=record.get("mode", ""),
         duration_s=duration,
         worker_phases=_worker_phases(record),
+        resources=_resources(solution, sandbox, log),
         warning_count=warnings,
         log_path=log_path,
         **common,
     )
+
+
+def _resources(solution: Solution, sandbox: Sandbox, log: str | None) -> list[KernelResources]:
+    """A workspace's kernels as ptxas compiled them (kept for files this build did not recompile)."""
+    if not isinstance(solution, Workspace):
+        return []
+    return workspace_resources(solution, log, sandbox.workspace_path)
 
 
 def _worker_phases(record: BuildResult) -> dict[str, float]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.build.compile import CompileResult, compile_solution
+from agent.build.resources import render_resources
 from agent.build.toolkit import ToolkitError
 from agent.stops import RunAborted, Submitted
 from agent.tools.candidates import Candidate
@@ -72,7 +73,8 @@ def compile_workspace(ctx: ToolContext) -> ToolReply:
         raise RunAborted("config_error", f"the CUDA toolkit cannot be used: {exc}") from exc
     if not result.ok:
         raise ToolError(result.feedback(), data=_compile_data(result))
-    return ToolReply(result.feedback(), data=_compile_data(result))
+    resources = render_resources(result.resources)
+    return ToolReply(result.feedback() + (f"\n{resources}" if resources else ""), data=_compile_data(result))
 
 
 @tool
