@@ -31,6 +31,7 @@ from agent.batch.store import Store
 from agent.models.base import Model, ModelError
 from agent.models.registry import TEMPLATES_MODEL
 from agent.tasks import Task, TaskLoadError, load_folder
+from sandbox.base import SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +55,15 @@ class BatchSummary:
     interrupted: bool = False
 
 
-def load_tasks(folders: list[Path], *, instantiate: bool) -> tuple[list[Task], list[str]]:
+def load_tasks(
+    folders: list[Path], *, instantiate: bool, sandbox_kind: str = "local"
+) -> tuple[list[Task], list[str]]:
     tasks: dict[str, Task] = {}
     errors: list[str] = []
     for folder in folders:
         try:
-            found, failed = load_folder(folder, instantiate=instantiate)
-        except TaskLoadError as exc:
+            found, failed = load_folder(folder, instantiate=instantiate, sandbox_kind=sandbox_kind)
+        except (TaskLoadError, SandboxError) as exc:
             errors.append(str(exc))
             continue
         errors += [str(e) for e in failed]
@@ -124,7 +127,9 @@ class BatchRunner:
     def run(self) -> BatchSummary:
         config = self.config
         started = time.monotonic()
-        tasks, load_errors = load_tasks(config.tasks, instantiate=config.instantiate_tasks)
+        tasks, load_errors = load_tasks(
+            config.tasks, instantiate=config.instantiate_tasks, sandbox_kind=config.eval.sandbox
+        )
         items, unmatched = self._items(tasks)
         store = Store(config.store)
         evaluator = self._evaluator or make_evaluator(config)

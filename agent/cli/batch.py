@@ -17,6 +17,7 @@ from agent.cli.common import (
     CONTEXT_TOKENS_HELP,
     arch_option,
     budget_option,
+    check_confinement,
     checked_options,
     compile_mode_option,
     context_options,
@@ -28,6 +29,7 @@ from agent.cli.common import (
     refresh_baselines_option,
     sandbox_option,
     trials_option,
+    unsandboxed_option,
 )
 from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S
 from agent.models.registry import REQUEST_TIMEOUT_HELP, TEMPLATES_MODEL, parse_request_timeout
@@ -184,6 +186,7 @@ def batch_command(
     ] = False,
     wide: Annotated[bool, typer.Option("--wide", help="Every column of the report (wider than 80).")] = False,
     as_json: Annotated[bool, json_flag("Print the report(s) as JSON; no progress display.")] = False,
+    unsandboxed: Annotated[bool, unsandboxed_option(rich_help_panel=JUDGE)] = False,
 ) -> None:
     """Run the agent on every task of some folders, or judge existing solutions, into a resumable store."""
 
@@ -220,6 +223,7 @@ def batch_command(
     kinds = sorted({*sandbox_kinds(), "auto"})
     if sandbox not in kinds:
         fail(f"--sandbox {sandbox!r}: choose one of {', '.join(kinds)}")
+    check_confinement(sandbox, unsandboxed)
     judging = checked_options(
         JudgingOptions,
         sandbox=sandbox,

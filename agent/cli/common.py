@@ -70,7 +70,34 @@ def budget_option(
     return typer.Option("--budget", help=help, **kwargs)
 
 
+def unsandboxed_option(
+    help: str = "Run untrusted code with no sandbox isolation, for machines without bubblewrap (at your "
+    "own risk; the transcript and report say `unsandboxed`).",
+    **kwargs: Any,
+) -> Any:
+    return typer.Option("--unsandboxed", envvar="KERNEL_AGENT_UNSANDBOXED", help=help, **kwargs)
+
+
+def check_confinement(sandbox: str, unsandboxed: bool) -> None:
+    """Before a command runs untrusted code (and before it writes anything): --unsandboxed is
+    recorded for every local sandbox this run opens; otherwise a local sandbox that could not
+    confine that code ends the command with one line. Docker confines by itself; `auto` is
+    checked when the sandbox opens."""
+    from sandbox.unsandboxed import accept_unsandboxed, confinement_problem, refusal
+
+    if unsandboxed:
+        accept_unsandboxed()
+        err_console.print(
+            "[yellow]warning:[/] --unsandboxed: untrusted code runs with no sandbox isolation",
+            highlight=False,
+        )
+        return
+    if sandbox == "local" and (problem := confinement_problem()) is not None:
+        fail(refusal(problem))
+
+
 SandboxOpt = Annotated[str, sandbox_option()]
+UnsandboxedFlag = Annotated[bool, unsandboxed_option()]
 ArchOpt = Annotated[str | None, arch_option()]
 JsonFlag = Annotated[bool, json_flag()]
 BudgetOpt = Annotated[str | None, budget_option()]

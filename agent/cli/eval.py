@@ -21,7 +21,9 @@ from agent.cli.common import (
     ArchOpt,
     JsonFlag,
     SandboxOpt,
+    UnsandboxedFlag,
     arch_option,
+    check_confinement,
     checked_options,
     compile_mode_option,
     console,
@@ -99,6 +101,7 @@ def eval_command(
     ] = "default",
     refresh_baselines: Annotated[bool, refresh_baselines_option()] = False,
     as_json: Annotated[bool, json_flag("Print the EvalResult as JSON.")] = False,
+    unsandboxed: UnsandboxedFlag = False,
 ) -> None:
     """Judge a solution: compile, verify on fresh secret inputs, time against eager and torch.compile."""
     if policy not in POLICIES:
@@ -106,6 +109,7 @@ def eval_command(
     if trials < 1:
         fail(f"--trials {trials}: give at least 1 correctness trial")
     _check_eval_inputs(task, solution)
+    check_confinement(sandbox, unsandboxed)
     from agent.build.toolkit import ToolkitError
     from agent.referee import EvalOptions, evaluate
     from agent.referee.report import verdict_table
@@ -151,15 +155,27 @@ def tasks_command(
         Path, typer.Argument(help="A task file or a folder of them (e.g. KernelBench/level1).")
     ],
     as_json: JsonFlag = False,
-    instantiate: Annotated[bool, typer.Option(help="Run each task once to learn its input spec.")] = True,
+    instantiate: Annotated[
+        bool, typer.Option(help="Run each task once, in the sandbox, to learn its input spec.")
+    ] = True,
+    sandbox: Annotated[str, sandbox_option("Where the task files run: local, docker or auto.")] = "local",
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, help="Seconds each task file may take to run.")
+    ] = 600,
+    unsandboxed: UnsandboxedFlag = False,
 ) -> None:
     """List tasks with their level, hash and input spec."""
     from agent.tasks import TaskLoadError, load_folder
+    from sandbox.base import SandboxError
 
+    if instantiate:
+        check_confinement(sandbox, unsandboxed)
     try:
         with _status(f"loading tasks from {folder} ...", quiet=as_json):
-            found, errors = load_folder(folder, instantiate=instantiate)
-    except TaskLoadError as exc:
+            found, errors = load_folder(
+                folder, instantiate=instantiate, timeout=timeout, sandbox_kind=sandbox
+            )
+    except (TaskLoadError, SandboxError) as exc:
         fail(str(exc))
     if not found and not errors:
         fail(f"{folder}: no task files (*.py) in this folder")
@@ -204,6 +220,7 @@ def compile_command(
     sandbox: SandboxOpt = "local",
     timeout: Annotated[float, typer.Option(help="Seconds before the build is killed.")] = 600,
     as_json: JsonFlag = False,
+    unsandboxed: UnsandboxedFlag = False,
 ) -> None:
     """Build a solution's CUDA extension and report success with timings or the first real errors.
 
@@ -211,6 +228,7 @@ def compile_command(
     harness files a build needs never land in it; a harness-made workspace is built in place."""
     if not solution.exists():
         fail(f"{solution}: no such solution (a workspace folder or a single-file .py solution)")
+    check_confinement(sandbox, unsandboxed)
     from agent.build.toolkit import ToolkitError, check_arch
 
     if arch is not None:

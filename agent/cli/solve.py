@@ -28,7 +28,9 @@ from agent.cli.common import (
     BudgetOpt,
     PolicyOpt,
     SandboxOpt,
+    UnsandboxedFlag,
     arch_option,
+    check_confinement,
     checked_options,
     console,
     context_options,
@@ -266,6 +268,7 @@ def solve_command(
     as_json: Annotated[
         bool, json_flag("Print the SolveResult as JSON (no status line, no log lines).")
     ] = False,
+    unsandboxed: UnsandboxedFlag = False,
 ) -> None:
     """Make one PyTorch module faster: an LLM writes CUDA kernels, the referee judges them, and the best
     verified solution, a report and the transcript land in the output folder."""
@@ -287,6 +290,7 @@ def solve_command(
     if baseline not in BASELINES:
         fail(f"--baseline {baseline!r}: choose one of {', '.join(BASELINES)}")
     _check_sandbox(sandbox)
+    check_confinement(sandbox, unsandboxed)
     _check_arch(arch)
     if model is not None:
         _check_model_spec(model)

@@ -11,7 +11,17 @@ from typing import Annotated
 
 import typer
 
-from agent.cli.common import JsonFlag, SandboxOpt, arch_option, budget_option, err_console, fail, gpu_visible
+from agent.cli.common import (
+    JsonFlag,
+    SandboxOpt,
+    UnsandboxedFlag,
+    arch_option,
+    budget_option,
+    check_confinement,
+    err_console,
+    fail,
+    gpu_visible,
+)
 
 
 def tune_command(
@@ -52,6 +62,7 @@ def tune_command(
     arch: Annotated[str | None, arch_option("GPU architecture to build for.")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every measured point.")] = False,
     as_json: JsonFlag = False,
+    unsandboxed: UnsandboxedFlag = False,
 ) -> None:
     """Tune the parameters a workspace declares in kernels/tune.json within a budget."""
     from agent.budget import parse_duration
@@ -69,6 +80,7 @@ def tune_command(
         workspace = Workspace.open(solution)
     except (TaskLoadError, WorkspaceError) as exc:
         fail(str(exc))
+    check_confinement(sandbox, unsandboxed)
     if not gpu_visible():
         fail(
             "no CUDA GPU is visible here (CUDA_VISIBLE_DEVICES hides them, or nvidia-smi lists none): "
@@ -81,7 +93,7 @@ def tune_command(
     from sandbox.base import SandboxError, open_sandbox
 
     try:
-        loaded = load_task(task)
+        loaded = load_task(task, sandbox_kind=sandbox)
         options = TuneOptions(
             budget=BudgetSpec(wall_seconds=seconds, max_evals=evals, gpu_seconds=gpu_seconds),
             seed=seed,

@@ -88,7 +88,8 @@ def evaluate(
     its defaults). `sandbox`: a Sandbox, or the kind of one to open (and close) for this call."""
     started = time.monotonic()
     options = options or EvalOptions()
-    task = task if isinstance(task, Task) else load_task(Path(task))
+    kind = sandbox if isinstance(sandbox, str) else sandbox.kind
+    task = task if isinstance(task, Task) else load_task(Path(task), sandbox_kind=kind)
     target = materialize(task, Path(solution)) if isinstance(solution, str | Path) else solution
     box = open_sandbox(sandbox, workspace=target.root) if isinstance(sandbox, str) else sandbox
     try:

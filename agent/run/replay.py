@@ -125,7 +125,7 @@ class _CheckedReplay(ReplayModel):
         return super().query(messages, tools, max_output_tokens=max_output_tokens)
 
 
-def resolve_task(header: Header, override: Path | None = None) -> Task:
+def resolve_task(header: Header, override: Path | None = None, *, sandbox_kind: str = "local") -> Task:
     """The recorded task: `override`, else the recorded path, else the same relative path under the
     current folder (a transcript recorded on another machine). The file must not have changed."""
     recorded = Path(header.task.path)
@@ -137,7 +137,7 @@ def resolve_task(header: Header, override: Path | None = None) -> Task:
     path = next((p for p in candidates if p is not None and p.is_file()), None)
     if path is None:
         raise ReplayError(f"the task file {recorded} is not here; pass --task PATH")
-    task = load_task(path)
+    task = load_task(path, sandbox_kind=sandbox_kind)
     if task.sha256 != header.task.sha256:
         raise ReplayError(
             f"{path} differs from the recorded task (sha256 {task.sha256[:12]}, recorded {header.task.sha256[:12]})"
@@ -176,7 +176,7 @@ def _prepare(
 ) -> tuple[Transcript, Task, SolveConfig, Referee]:
     """The recording, its task on this machine, the run's config as recorded, and the referee."""
     transcript = load_transcript(path)
-    resolved = resolve_task(transcript.header, task)
+    resolved = resolve_task(transcript.header, task, sandbox_kind=sandbox)
     config = _config(transcript, resolved, Path(out), sandbox=sandbox, arch=arch)
     return transcript, resolved, config, referee or default_referee(config)
 

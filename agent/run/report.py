@@ -62,6 +62,11 @@ def render_report(result: SolveResult, book: CandidateBook, task: Task) -> str:
     lines = [f"# kernel-agent: {task.name}", "", f"**Status:** `{result.status}` ({meaning})."]
     if result.message:
         lines.append(f"{result.message}")
+    if result.unsandboxed:
+        lines.append(
+            "**Sandbox:** `unsandboxed` (--unsandboxed): the model's code and the task ran with no "
+            "filesystem or network isolation."
+        )
     lines.append("")
     best = book.best
     if best is not None:

@@ -31,3 +31,6 @@ class SolveResult(BaseModel):
     limits: BudgetLimits
     files: list[str] = Field(default_factory=list, description="what the output folder holds")
     traceback: str | None = None
+    unsandboxed: bool = Field(
+        default=False, description="untrusted code ran with no sandbox isolation (--unsandboxed)"
+    )

@@ -127,7 +127,7 @@ def solve(
     gpu = referee.device()
     if gpu is None and not config.allow_no_gpu:
         raise SolveError(NO_GPU_MESSAGE)
-    task = task or load_task(config.task)
+    task = task or load_task(config.task, sandbox_kind=config.sandbox)
     arch, _ = resolve_arch(config.referee.arch)
     out.mkdir(parents=True, exist_ok=True)
     workspace = Workspace.create(out / "workspace", task)
@@ -195,7 +195,15 @@ def _finish(
 ) -> SolveResult:
     """Write the output folder, then the run_end event (also when writing the folder fails)."""
     try:
-        result = write_outputs(out, task, context.workspace, context.candidates, context.budget, outcome)
+        result = write_outputs(
+            out,
+            task,
+            context.workspace,
+            context.candidates,
+            context.budget,
+            outcome,
+            unsandboxed=context.sandbox.isolation().unsandboxed,
+        )
     except Exception as exc:
         message = f"writing the output folder failed: {type(exc).__name__}: {exc}"
         usage = context.budget.usage()
@@ -219,7 +227,14 @@ def _finish(
 
 
 def write_outputs(
-    out: Path, task: Task, workspace: Workspace, book: CandidateBook, budget: Budget, outcome: LoopOutcome
+    out: Path,
+    task: Task,
+    workspace: Workspace,
+    book: CandidateBook,
+    budget: Budget,
+    outcome: LoopOutcome,
+    *,
+    unsandboxed: bool = False,
 ) -> SolveResult:
     """Write solution/, model_new.py, result.json, run.json and report.md; return the run's summary."""
     chosen: Candidate | None = book.best
@@ -256,6 +271,7 @@ def write_outputs(
         usage=budget.usage(),
         limits=budget.limits,
         traceback=outcome.traceback,
+        unsandboxed=unsandboxed,
     )
     write_file(out, "report.md", render_report(result, book, task).encode())
     files = {p.name for p in out.iterdir()} | {"run.json"}

@@ -153,7 +153,7 @@ def run_tuning(
         ok=False, message="", task=task.name, solution=str(workspace.root), budget=options.budget
     )
     if task.spec is None:
-        task = instantiate_tasks([task])[0]
+        task = instantiate_tasks([task], sandbox_kind=sandbox_kind)[0]
     assert task.spec is not None
     try:
         limits = DeviceLimits.detect() if options.device.startswith("cuda") else DeviceLimits()

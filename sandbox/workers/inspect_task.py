@@ -11,6 +11,7 @@ on the CPU, from a fixed seed): only shapes and dtypes are reported, never value
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
@@ -25,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from protocol import ArgDescription, InspectResult, TaskFailed, TaskReport, emit, stdout_to_stderr
 
 META_FORWARD_S = 1.0
+EXIT_POLL_S = 0.1
 
 
 def describe_value(value: Any) -> ArgDescription:
@@ -114,7 +116,10 @@ def inspect_file(path: str) -> TaskReport:
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
-        return {"path": path, "ok": False, "error": {"stage": stage, "message": _short_error(exc)}}
+        message = _short_error(exc)
+        if isinstance(exc, OSError) and exc.errno == errno.EFBIG:  # Python ignores SIGXFSZ
+            message += ": it wrote a file past the sandbox's file-size limit (RLIMIT_FSIZE)"
+        return {"path": path, "ok": False, "error": {"stage": stage, "message": message}}
 
 
 class _OutOfTime(Exception):
@@ -185,6 +190,21 @@ def _child_report(path: str, output: bytes, status: int) -> TaskReport:
         return {"path": path, "ok": False, "error": {"stage": "crash", "message": why}}
 
 
+def _drain(pipe: int) -> bytes:
+    """What is in `pipe` now, without waiting for more."""
+    os.set_blocking(pipe, False)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(pipe, 1 << 16)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def inspect_all(paths: list[str], timeout: float, jobs: int) -> list[TaskReport]:
     """Each path in a forked child of its own, up to `jobs` at once (forked from this one thread)."""
     reports: list[TaskReport | None] = [None] * len(paths)
@@ -196,7 +216,7 @@ def inspect_all(paths: list[str], timeout: float, jobs: int) -> list[TaskReport]
             pipe, pid = _start_child(paths[index])
             running[pipe] = (index, pid, [], time.monotonic() + timeout)
         wait = max(0.0, min(deadline for *_, deadline in running.values()) - time.monotonic())
-        ready, _, _ = select.select(list(running), [], [], wait)
+        ready, _, _ = select.select(list(running), [], [], min(wait, EXIT_POLL_S))
         for pipe in ready:
             chunk = os.read(pipe, 1 << 16)
             if chunk:
@@ -206,8 +226,15 @@ def inspect_all(paths: list[str], timeout: float, jobs: int) -> list[TaskReport]
             os.close(pipe)
             _, status = os.waitpid(pid, 0)
             reports[index] = _child_report(paths[index], b"".join(output), status)
-        for pipe, (index, pid, _, deadline) in list(running.items()):
-            if time.monotonic() > deadline:
+        for pipe, (index, pid, output, deadline) in list(running.items()):
+            # A process the task started holds the pipe open after the child has reported and
+            # exited: the report is whole in the pipe, so it is read without waiting for EOF.
+            exited, status = os.waitpid(pid, os.WNOHANG)
+            if exited:
+                del running[pipe]
+                reports[index] = _child_report(paths[index], b"".join(output) + _drain(pipe), status)
+                os.close(pipe)
+            elif time.monotonic() > deadline:
                 del running[pipe]
                 os.close(pipe)
                 os.kill(pid, signal.SIGKILL)
