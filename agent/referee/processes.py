@@ -35,6 +35,7 @@ from agent.referee.results import FailureReport
 from agent.workspace import Solution
 from sandbox.base import WORKERS_DIR, ExecResult, Sandbox
 from sandbox.confine import confined, worker_env
+from sandbox.safe_files import SkippedEntry, read_regular
 from sandbox.workers.protocol import (
     RESULT_MARKER,
     CandidateRecord,
@@ -79,6 +80,8 @@ class Exchange:
 
 def open_exchange(solution: Solution, sandbox: Sandbox) -> Exchange:
     base = solution.root / EXCHANGE_DIR
+    if os.path.islink(base) or (os.path.lexists(base) and not base.is_dir()):
+        base.unlink()  # left by code in the sandbox: the harness makes its folders itself
     base.mkdir(exist_ok=True)
     now = time.time()
     for old in base.iterdir():  # left behind by a harness that was killed mid-evaluation
@@ -137,13 +140,17 @@ def run_candidate(
 
 def read_record(path: Path, key: bytes, run_id: str) -> tuple[CandidateRecord | None, str, bool]:
     """(body, problem, forged): the body only when the signature and the run id check out."""
+    skipped: list[SkippedEntry] = []
+    data = _read_exchange_file(path, skipped)
+    if data is None and not skipped:
+        return None, "it left no completion record", False
     try:
-        wrapper: SignedRecord = json.loads(path.read_text())
+        if data is None:
+            raise ValueError(skipped[0].reason)
+        wrapper: SignedRecord = json.loads(data)
         payload, mac = wrapper["body"], wrapper["mac"]
         if not isinstance(payload, str) or not isinstance(mac, str):
             raise TypeError("body and mac must be strings")
-    except FileNotFoundError:
-        return None, "it left no completion record", False
     except (OSError, ValueError, KeyError, TypeError):
         return None, "its completion record is malformed (not written by the worker)", True
     expected = hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
@@ -155,11 +162,18 @@ def read_record(path: Path, key: bytes, run_id: str) -> tuple[CandidateRecord | 
     return body, "", False
 
 
+def _read_exchange_file(path: Path, skipped: list[SkippedEntry] | None = None) -> bytes | None:
+    """A file of the exchange folder (<workspace>/.referee/<run id>/<name>), which the candidate can
+    write: neither the run's folder nor the file is followed when it is a link, and a FIFO never
+    blocks the read."""
+    return read_regular(path.parents[2], "/".join(path.parts[-3:]), skipped)
+
+
 def _last_stage(path: Path) -> str:
-    try:
-        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
+    data = _read_exchange_file(path)
+    if data is None:
         return "start"
+    lines = [line for line in data.decode(errors="replace").splitlines() if line.strip()]
     return lines[-1][:200] if lines else "start"
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from sandbox.base import WORKERS_DIR, ExecResult, Sandbox
 from sandbox.confine import confined, worker_env
+from sandbox.safe_files import read_regular, write_file
 from sandbox.workers.protocol import (
     MeasureLine,
     StopJudgeRequest,
@@ -198,12 +199,16 @@ class WorkerClient:
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
             for name in ("ready.json", "failed.json"):
-                path = self._dir / name
-                if path.is_file():
+                data = read_regular(self._dir, name)  # the worker's folder: links are not followed
+                if data is not None:
+                    try:
+                        record = json.loads(data)
+                    except ValueError:
+                        raise TuneSessionError(f"the tuning worker wrote a malformed {name}") from None
                     if name == "failed.json":
-                        failed: TuneWorkerFailed = json.loads(path.read_text())
+                        failed: TuneWorkerFailed = record
                         raise TuneSessionError(f"the tuning worker failed to start: {failed.get('message')}")
-                    self.ready = json.loads(path.read_text())
+                    self.ready = record
                     return self.ready
             if not run.thread.is_alive():
                 raise TuneSessionError(
@@ -229,16 +234,12 @@ class WorkerClient:
             self.start()
         n = self._n
         self._n += 1
-        req = self._dir / f"req_{n}.json"
-        tmp = req.with_suffix(".tmp")
-        tmp.write_text(json.dumps(body))
-        os.replace(tmp, req)
-        res = self._dir / f"res_{n}.jsonl"
+        write_file(self._dir, f"req_{n}.json", json.dumps(body).encode())
         deadline = time.monotonic() + timeout
         offset, lines = 0, []
         while True:
-            if res.is_file():
-                text = res.read_text()
+            if (data := read_regular(self._dir, f"res_{n}.jsonl")) is not None:
+                text = data.decode(errors="replace")
                 complete = text[: text.rfind("\n") + 1]
                 for line in complete[offset:].splitlines():
                     record = json.loads(line)
@@ -247,8 +248,7 @@ class WorkerClient:
                     lines.append(record)
                 offset = len(complete)
             if not self.alive():
-                hang = self._dir / "hang.json"
-                if hang.is_file():
+                if read_regular(self._dir, "hang.json") is not None:
                     return lines, "timeout"
                 return lines, f"crashed: {self._describe_exit()}"
             if time.monotonic() > deadline:
@@ -258,10 +258,8 @@ class WorkerClient:
     def stop(self) -> None:
         if self.alive():
             with contextlib.suppress(OSError):
-                req = self._dir / f"req_{self._n}.json"
                 stop: StopRequest = {"op": "stop"}
-                req.with_suffix(".tmp").write_text(json.dumps(stop))
-                os.replace(req.with_suffix(".tmp"), req)
+                write_file(self._dir, f"req_{self._n}.json", json.dumps(stop).encode())
             assert self._run is not None
             self._run.thread.join(timeout=15)
 
