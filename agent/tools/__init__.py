@@ -6,7 +6,9 @@ from __future__ import annotations
 from .base import Tool, Toolbox, ToolError, ToolOutput, ToolReply, tool
 from .context import ToolContext, ToolSettings
 from .files import edit_file, list_files, read_file, write_file
+from .ncu import find_cuda_tool, ncu
 from .pipeline import compile_workspace, profile, submit, verify
+from .sanitize import sanitize
 from .shell import shell
 from .skills import list_skills, read_skill
 from .tune import tune
@@ -26,6 +28,11 @@ def default_tools(*, shell_enabled: bool = False) -> list[Tool]:
         list_skills,
         read_skill,
     ]
+    # Offered only where the machine has them (a call without one still says so in one line).
+    if find_cuda_tool("ncu") is not None:
+        tools.append(ncu)
+    if find_cuda_tool("compute-sanitizer") is not None:
+        tools.append(sanitize)
     if shell_enabled:
         tools.append(shell)
     return tools

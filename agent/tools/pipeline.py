@@ -17,6 +17,7 @@ from agent.tools.candidates import Candidate
 
 from .base import ToolError, ToolReply, tool
 from .context import ToolContext
+from .ncu import find_cuda_tool
 
 DRY_RUN_NOTE = (
     "this is a compile-only dry run (--allow-no-gpu): there is no GPU, so nothing can be verified or "
@@ -52,12 +53,24 @@ def _verdict_reply(ctx: ToolContext, candidate: Candidate, became_best: bool) ->
     if _is_dry_run_pass(ctx, candidate):
         raise ToolError(f"{candidate.result.compile.feedback()}\n{DRY_RUN_NOTE}", data=data)
     text = candidate.result.feedback()
+    text += _sanitizer_offer(candidate)
     if not candidate.correct:
         raise ToolError(
             f"{text}\n{ctx.candidates.best_line()} (kept; fix the workspace and try again)", data=data
         )
     standing = "this is the best verified candidate so far" if became_best else ctx.candidates.best_line()
     return ToolReply(f"{text}\n{standing}", data=data)
+
+
+def _sanitizer_offer(candidate: Candidate) -> str:
+    """After a CUDA error in the candidate: where to find which kernel, block and thread did it."""
+    failure = candidate.result.failure
+    if failure is None or failure.kind != "cuda_error" or find_cuda_tool("compute-sanitizer") is None:
+        return ""
+    return (
+        "\nnext: call sanitize (memcheck) to rerun the forward under compute-sanitizer; it names the "
+        "kernel, source line, block, thread and address of the bad access"
+    )
 
 
 @tool(name="compile")
