@@ -22,11 +22,12 @@ from pydantic import BaseModel, Field
 from agent.build.diagnostics import Diagnostic, parse_log
 from agent.build.inline_lines import locate
 from agent.build.resources import KernelResources, without_resource_lines, workspace_resources
+from agent.build.source_scope import SourceScope, confine_log, write_model_log
 from agent.build.toolkit import resolve_arch
-from agent.workspace import EXTENSION_NAME, SingleFileSolution, Solution, Workspace
+from agent.workspace import EXTENSION_NAME, MODEL_ENTRY, SingleFileSolution, Solution, Workspace
 from sandbox.base import Sandbox
 from sandbox.safe_files import UnsafePathError, read_regular, write_file
-from sandbox.workers.protocol import BuildResult, BuildSpec, BuiltStamp
+from sandbox.workers.protocol import RESULT_MARKER, BuildResult, BuildSpec, BuiltStamp
 from sandbox.workers.protocol import parse as parse_worker_result
 
 # Host C++ here is binding glue (argument checks, a launch): -O1 halves its compile time;
@@ -61,6 +62,10 @@ class CompileResult(BaseModel):
         description="per kernel: registers, spills, static shared memory, theoretical occupancy (ptxas)",
     )
     log_path: str | None = Field(default=None, description="full build log on the host")
+    model_log: str | None = Field(
+        default=None,
+        description="the same log, workspace-relative, where the model's read_file reads it",
+    )
     worker_phases: dict[str, float] = Field(
         default_factory=dict,
         description="seconds inside the build worker: worker_s (all of it) and, for a single file, "
@@ -72,7 +77,8 @@ class CompileResult(BaseModel):
         """What the model reads: success with timing, or the first real errors."""
         if self.ok:
             what = "up to date (nothing changed)" if self.status == "up_to_date" else "compiled"
-            return f"{what} in {self.duration_s:.1f}s for sm_{self.arch.replace('.', '')}"
+            done = f"{what} in {self.duration_s:.1f}s for sm_{self.arch.replace('.', '')}"
+            return done + (f"\n{self.message}" if self.message else "")
         head = (
             f"compile failed ({self.status}): {self.message}"
             if self.message
@@ -81,7 +87,7 @@ class CompileResult(BaseModel):
         shown = [e.render() for e in self.errors[:max_errors]]
         more = len(self.errors) - len(shown)
         tail = [f"... and {more} more errors"] if more > 0 else []
-        log = [f"full log: {self.log_path}"] if self.log_path else []
+        log = [f"full log: read_file {self.model_log}"] if self.model_log else []
         return "\n".join([head, *shown, *tail, *log])
 
 
@@ -137,6 +143,15 @@ def compile_solution(
         "module_path": f"{build_dir}/{EXTENSION_NAME}.so" if isinstance(solution, Workspace) else None,
     }
 
+    if isinstance(solution, Workspace) and not solution.entry.is_file():
+        return CompileResult(
+            ok=False,
+            status="compile_error",
+            duration_s=time.monotonic() - start,
+            message="the workspace has no model_new.py; write it with class ModelNew(nn.Module) "
+            "calling cuda_extension",
+            **common,
+        )
     syntax = _syntax_error(solution)
     if syntax is not None:
         return CompileResult(
@@ -165,7 +180,13 @@ def compile_solution(
     )
     record = cast("BuildResult | None", parse_worker_result(outcome.stdout))
     log = (record or {}).get("log", "") + ("\n" + outcome.stderr if outcome.stderr else "")
-    log_path = _save_log(solution, log, outcome.stdout)
+    scope = _source_scope(solution, sandbox, build_dir)
+    # What a compiler quoted from outside the workspace never reaches a log the model can read.
+    shown_log = confine_log(log, scope)
+    shown_stdout = confine_log(_without_record(outcome.stdout), scope)
+    log_path = _save_log(solution, shown_log, shown_stdout)
+    if log_path is not None:
+        common["model_log"] = _model_log(solution, shown_log, shown_stdout)
     duration = time.monotonic() - start
     if outcome.timed_out:
         return CompileResult(
@@ -177,7 +198,7 @@ def compile_solution(
             **common,
         )
     if record is None:
-        errors, warnings = parse_log(without_resource_lines(log), root=solution.root)
+        errors, warnings = parse_log(without_resource_lines(log), scope=scope)
         return CompileResult(
             ok=False,
             status="crashed",
@@ -188,7 +209,7 @@ def compile_solution(
             log_path=log_path,
             **common,
         )
-    errors, warnings = parse_log(without_resource_lines(log), root=solution.root)
+    errors, warnings = parse_log(without_resource_lines(log), scope=scope)
     if isinstance(solution, SingleFileSolution):
         errors = locate(errors, solution.path)
     if not record["ok"]:
@@ -214,9 +235,40 @@ def compile_solution(
         worker_phases=_worker_phases(record),
         resources=_resources(solution, sandbox, log),
         warning_count=warnings,
+        message=_load_notes(record),
         log_path=log_path,
         **common,
     )
+
+
+def _source_scope(solution: Solution, sandbox: Sandbox, build_dir: str) -> SourceScope:
+    return SourceScope(
+        host_root=solution.root,
+        sandbox_root=sandbox.workspace_path,
+        build_dir=build_dir if isinstance(solution, SingleFileSolution) else None,
+    )
+
+
+def _without_record(stdout: str) -> str:
+    """The worker's stdout without its result record (which repeats the unfiltered log)."""
+    return "\n".join(line for line in stdout.splitlines() if not line.startswith(RESULT_MARKER))
+
+
+def _model_log(solution: Solution, log: str, stdout: str) -> str | None:
+    """The saved log again where the model's read_file can read it (.harness/ is the harness's)."""
+    if not isinstance(solution, Workspace):
+        return None
+    return write_model_log(
+        solution.root, log + ("\n--- worker stdout ---\n" + stdout if stdout.strip() else "")
+    )
+
+
+def _load_notes(record: BuildResult) -> str:
+    """The load check's skipped steps, one line each (numbers and text from the sandbox)."""
+    notes = record.get("notes")
+    if not isinstance(notes, list):
+        return ""
+    return "\n".join(f"note: {note}" for note in notes if isinstance(note, str))[:2000]
 
 
 def _resources(solution: Solution, sandbox: Sandbox, log: str | None) -> list[KernelResources]:
@@ -280,6 +332,12 @@ def _build_spec(
         "cflags": CFLAGS,
         "cuda_cflags": CUDA_CFLAGS + extra_cuda_cflags,
         "link_vendor_libraries": True,
+        "entry": f"{sandbox.workspace_path}/{MODEL_ENTRY}",
+        **(
+            {"reference": f"{sandbox.workspace_path}/reference.py"}
+            if (solution.root / "reference.py").is_file()
+            else {}
+        ),
         "config_hash": "",
         "content_hash": content_hash,
     }

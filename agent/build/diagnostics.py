@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from agent.build.source_scope import FileKind, SourceScope, confine_log
+
 Severity = Literal["error", "warning"]
 
 
@@ -40,21 +42,33 @@ _NVCC = re.compile(
 )
 _PTXAS = re.compile(r"^ptxas (?:fatal|error)\s*: (?P<msg>.*)$")
 _LINKER = re.compile(r"^(?:/usr/bin/ld|ld|collect2|nvlink)[^:]*: (?:error: )?(?P<msg>.*)$")
-_UNDEFINED = re.compile(r"undefined (?:reference to|symbol:?) [`'‘]?(?P<sym>[^'’`\s]+)")
+_UNDEFINED = re.compile(r"undefined (?:reference to|symbol:?) [`'‘]?(?P<sym>[^'’`]+?)['’`]?\s*$")
 _PY_EXC = re.compile(r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception)): (?P<msg>.*)$")
+OUTSIDE_MESSAGE = (
+    "outside the workspace: its text is not shown; include only workspace files (kernels/...) "
+    "and the toolchain's headers"
+)
 
 
-def parse_log(log: str, *, root: Path | None = None, limit: int = 50) -> tuple[list[Diagnostic], int]:
-    """(errors in order of appearance, deduplicated, at most `limit`; number of warnings)."""
+def parse_log(
+    log: str, *, root: Path | None = None, scope: SourceScope | None = None, limit: int = 50
+) -> tuple[list[Diagnostic], int]:
+    """(errors in order of appearance, deduplicated, at most `limit`; number of warnings).
+
+    With a workspace (`scope`, or just its `root`), nothing outside it is quoted: a workspace
+    file's line is quoted from the file itself, a toolchain header is named only, and any other
+    file is named with a note that it is outside."""
+    if scope is None and root is not None:
+        scope = SourceScope(host_root=root)
     errors: list[Diagnostic] = []
     seen: set[tuple[str | None, int | None, str]] = set()
     warnings = 0
     lines = log.splitlines()
     for index, raw in enumerate(lines):
-        line = raw.rstrip()
-        diag = _match(line, root)
-        if diag is None:
+        found = _match(raw.rstrip(), scope)
+        if found is None:
             continue
+        diag, kind = found
         if diag.severity == "warning":
             warnings += 1
             continue
@@ -62,51 +76,67 @@ def parse_log(log: str, *, root: Path | None = None, limit: int = 50) -> tuple[l
         if key in seen:
             continue
         seen.add(key)
-        diag.context = _context(lines, index)
+        diag.context = _quoted(diag, kind, scope, lines, index)
         errors.append(diag)
     if not errors:
-        errors += _fallback(lines)
+        errors += _fallback(confine_log(log, scope).splitlines() if scope is not None else lines)
     return errors[:limit], warnings
 
 
-def _match(line: str, root: Path | None) -> Diagnostic | None:
+def _match(line: str, scope: SourceScope | None) -> tuple[Diagnostic, FileKind | None] | None:
     for pattern in (_NVCC, _GCC):
         m = pattern.match(line)
         if m:
             severity: Severity = "warning" if m.group("sev") == "warning" else "error"
             col = m.groupdict().get("col")
-            return Diagnostic(
-                file=_relative(m.group("file"), root),
+            named = m.group("file")
+            kind, shown = scope.classify(named) if scope is not None else (None, _short_name(named))
+            if kind == "outside":
+                return Diagnostic(file=shown, severity=severity, message=OUTSIDE_MESSAGE), kind
+            diag = Diagnostic(
+                file=shown,
                 line=int(m.group("line")),
                 column=int(col) if col else None,
                 severity=severity,
                 message=m.group("msg").strip(),
             )
+            return diag, kind
     m = _PTXAS.match(line)
     if m:
-        return Diagnostic(message="ptxas: " + m.group("msg").strip())
+        return Diagnostic(message="ptxas: " + m.group("msg").strip()), None
     if "undefined reference" in line or "undefined symbol" in line:
         sym = _UNDEFINED.search(line)
         name = sym.group("sym") if sym else line.strip()
-        return Diagnostic(
-            message=f'undefined symbol {name} (declared but never defined, or not extern "C" on both sides)'
-        )
+        message = f'undefined symbol {name} (declared but never defined, or not extern "C" on both sides)'
+        return Diagnostic(message=message), None
     m = _LINKER.match(line)
     if m and ("cannot find" in line or "error" in line):
-        return Diagnostic(message="linker: " + m.group("msg").strip())
+        return Diagnostic(message="linker: " + m.group("msg").strip()), None
     return None
 
 
-def _relative(file: str, root: Path | None) -> str:
+def _short_name(file: str) -> str:
+    # Without a workspace to tell by, an absolute path (a single file's generated main.cpp /
+    # cuda.cu) is named by its file name: the model never saw the build folder.
     path = Path(file.strip())
-    if root is not None:
-        try:
-            return path.resolve().relative_to(root.resolve()).as_posix()
-        except (ValueError, OSError):
-            pass
-    # Files outside the workspace (a single-file solution's generated main.cpp / cuda.cu)
-    # are named by their file name: the model never saw the build folder.
     return path.name if path.is_absolute() else file.strip()
+
+
+def _quoted(
+    diag: Diagnostic, kind: FileKind | None, scope: SourceScope | None, lines: list[str], index: int
+) -> str:
+    """What is shown under an error: a workspace file's own line (the compiler's excerpt is
+    macro-expanded, so an edit copied from it would not match), the excerpt of a generated file
+    (moved to the solution's line later), nothing from anywhere else."""
+    if kind in ("outside", "toolchain"):
+        return ""
+    if kind == "workspace" and scope is not None and diag.file and diag.line is not None:
+        own = scope.own_line(diag.file, diag.line)
+        if own is not None:
+            return own
+        if scope.exists_on_host(diag.file):
+            return ""  # a link or a special file: never quoted
+    return _context(lines, index)
 
 
 def _context(lines: list[str], index: int) -> str:

@@ -3,8 +3,9 @@
 torch writes a single file's sources to `main.cpp` and `cuda.cu` in its build folder, behind
 implicit headers; the compiler's errors name those files. A string literal passed to load_inline
 (directly, or through a module-level name) is found in the solution, so `cuda.cu:14` becomes
-`solution.py:52`: the line the model can edit. Literals whose lines cannot be counted in the
-source (escapes like "\\n" in a one-line string, f-strings, concatenation) keep the generated name.
+`solution.py:52`: the line the model can edit, quoted from the solution itself. Literals whose
+lines cannot be counted in the source (escapes like "\\n" in a one-line string, f-strings,
+concatenation) keep the generated name.
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ class SourceSpan:
 def locate(diagnostics: list[Diagnostic], solution: Path) -> list[Diagnostic]:
     """The diagnostics, those in main.cpp/cuda.cu moved to the solution's own lines."""
     try:
-        spans = generated_spans(solution.read_text())
+        source = solution.read_text()
+        spans = generated_spans(source)
     except (OSError, SyntaxError, ValueError):
         return diagnostics
+    source_lines = source.splitlines()
     located = []
     for diag in diagnostics:
         generated = "cuda.cu" if diag.file in ("cuda.min.cu", "cuda.lean.cu") else diag.file
@@ -49,14 +52,14 @@ def locate(diagnostics: list[Diagnostic], solution: Path) -> list[Diagnostic]:
         if span is None or diag.line is None:
             located.append(diag)
             continue
+        line = span.py_line + diag.line - span.first
         where = f"(in {generated}:{diag.line}, the file load_inline wrote)"
+        # The solution's own line, not the compiler's macro-expanded excerpt: an edit copied
+        # from it matches the file.
+        own = source_lines[line - 1] if 0 < line <= len(source_lines) else ""
         located.append(
             diag.model_copy(
-                update={
-                    "file": solution.name,
-                    "line": span.py_line + diag.line - span.first,
-                    "context": where + ("\n" + diag.context if diag.context else ""),
-                }
+                update={"file": solution.name, "line": line, "context": where + ("\n" + own if own else "")}
             )
         )
     return located

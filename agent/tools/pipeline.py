@@ -32,6 +32,7 @@ def _compile_data(result: CompileResult) -> dict[str, Any]:
         "content_hash": result.content_hash,
         "duration_s": round(result.duration_s, 3),
         "errors": [e.render() for e in result.errors[:5]],
+        "log": result.model_log,
     }
 
 
@@ -75,8 +76,11 @@ def _sanitizer_offer(candidate: Candidate) -> str:
 
 @tool(name="compile")
 def compile_workspace(ctx: ToolContext) -> ToolReply:
-    """Build your CUDA extension (binding.cpp plus kernels/*.cu and *.cpp) in the sandbox. Incremental:
-    only changed files are rebuilt. Returns the first real errors with file:line when the build fails."""
+    """Build your CUDA extension (binding.cpp plus kernels/*.cu and *.cpp) in the sandbox, then load it:
+    import the module (an undefined symbol fails here) and make ModelNew from model_new.py on the meta
+    device, checking its parameters against the reference Model's. Incremental: only changed files are
+    rebuilt. Returns the first real errors with file:line, each quoted from your file; the full log is
+    compile.log in the workspace (read_file compile.log)."""
     try:
         options = ctx.settings.referee
         result = compile_solution(

@@ -10,11 +10,14 @@ SPEC_JSON (protocol.WorkspaceBuildSpec or SingleFileBuildSpec) keys:
   solution        the single-file solution's path (single_file)
   cache_dir       where the shared toolchain (ninja header, precompiled headers) lives (both kinds)
   cflags, cuda_cflags, ldflags, include_dirs
+  entry, reference  model_new.py and reference.py (workspace): after a good build the module is
+                  imported and ModelNew made on the meta device (load_check.py)
   config_hash     identity of (sources, flags, toolchain): build.ninja is reused while it matches
 
 A workspace's build.ninja is written from the shared toolchain (toolchain.py) and rebuilt by
 running ninja directly, without importing torch: an unchanged workspace is a no-op, an
-edited .cu recompiles alone.
+edited .cu recompiles alone. A built workspace is then loaded (load_check.py): an undefined
+symbol or a ModelNew whose state_dict verify could not load fails the build.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -94,6 +98,7 @@ def build_workspace(spec: WorkspaceBuildSpec) -> BuildOutcome:
             mode = "up_to_date" if "no work to do" in log else "ninja"
             return {"ok": ok, "log": log, "mode": mode, "module": module}
         try:
+            wait_for_torch()
             with exclusive(toolchain_dir):
                 header, pch_ok, prep_log = toolchain.prepare(spec, toolchain_dir)
         except Exception as exc:
@@ -144,6 +149,44 @@ def build_single_file(spec: SingleFileBuildSpec) -> BuildOutcome:
     return {"ok": True, "log": "", "mode": "configure", "module": None, "phases": phases}
 
 
+_torch_prefetch: threading.Thread | None = None
+
+
+def prefetch_torch() -> None:
+    """Import torch beside the compilers (ninja runs without it): the load check after the build
+    needs it, and the compilers leave the interpreter idle."""
+    global _torch_prefetch
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            import torch  # noqa: F401
+
+    _torch_prefetch = threading.Thread(target=load, name="prefetch-torch", daemon=True)
+    _torch_prefetch.start()
+
+
+def wait_for_torch() -> None:
+    """Before this thread imports torch itself: two threads importing it at once break its import."""
+    if _torch_prefetch is not None:
+        _torch_prefetch.join()
+
+
+def check_loads(spec: WorkspaceBuildSpec, outcome: BuildOutcome) -> BuildOutcome:
+    """The built module imports (every symbol bound) and model_new.py makes a ModelNew whose
+    state_dict matches the reference's: a failure is a build failure, in the log's own format."""
+    import load_check
+
+    started = time.monotonic()
+    wait_for_torch()
+    report = load_check.check(
+        outcome["module"] or "", spec["name"], spec["sources"], spec["entry"], spec.get("reference")
+    )
+    lines = [*report.errors, *(f"note: {note}" for note in report.notes)]
+    log = outcome["log"] + ("\n--- load check ---\n" + "\n".join(lines) + "\n" if lines else "")
+    phases = {**outcome.get("phases", {}), "load_check_s": time.monotonic() - started}
+    return {**outcome, "ok": not report.errors, "log": log, "notes": report.notes, "phases": phases}
+
+
 def add_toolchain(spec: BuildSpec) -> None:
     """CUDA_HOME from the real toolkit (torch guesses wrong behind an nvcc wrapper), and the
     include and link flags of cuBLAS/cuDNN, wherever they are installed."""
@@ -162,13 +205,20 @@ def main() -> None:
     spec: BuildSpec = json.loads(sys.argv[1])
     start = time.monotonic()
     niceness = os.nice(BUILD_NICENESS)  # ninja, nvcc and the host compiler inherit it
+    if spec["kind"] == "workspace" and spec.get("entry"):
+        prefetch_torch()
     try:
         add_toolchain(spec)
     except ToolkitError as exc:
         outcome: BuildOutcome = {"ok": False, "log": str(exc), "mode": "configure", "module": None}
     else:
         with stdout_to_stderr():
-            outcome = build_workspace(spec) if spec["kind"] == "workspace" else build_single_file(spec)
+            if spec["kind"] == "workspace":
+                outcome = build_workspace(spec)
+                if outcome["ok"] and spec.get("entry"):
+                    outcome = check_loads(spec, outcome)
+            else:
+                outcome = build_single_file(spec)
     result: BuildResult = {**outcome, "duration_s": time.monotonic() - start, "niceness": niceness}
     emit(result)
     # Tearing down an interpreter that imported torch takes 0.2-0.3 s, on every build's critical

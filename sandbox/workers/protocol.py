@@ -261,6 +261,8 @@ class WorkspaceBuildSpec(TypedDict):
     link_vendor_libraries: NotRequired[bool]
     ldflags: NotRequired[list[str]]
     include_dirs: NotRequired[list[str]]
+    entry: NotRequired[str]  # model_new.py: imported after the build (load_check.py)
+    reference: NotRequired[str]  # reference.py: its Model's state_dict is what ModelNew's must match
     config_hash: str
     content_hash: str
 
@@ -288,6 +290,7 @@ class BuildOutcome(TypedDict):
     module: str | None
     pch: NotRequired[bool]  # whether the precompiled torch header was usable (configure only)
     phases: NotRequired[dict[str, float]]  # single files: import_torch_s, solution_s (its load_inline)
+    notes: NotRequired[list[str]]  # load check steps that could not run here (workspace)
 
 
 class BuildResult(BuildOutcome):
