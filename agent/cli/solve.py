@@ -244,8 +244,11 @@ def solve_command(
         int | None, typer.Option("--max-turns", min=1, help="Shortcut for --budget turns=N.")
     ] = None,
     baseline: Annotated[
-        str, typer.Option("--baseline", help="What the best solution is ranked against: eager or compile.")
-    ] = "eager",
+        str,
+        typer.Option(
+            "--baseline", help="What the best solution is ranked against: compile (torch.compile) or eager."
+        ),
+    ] = "compile",
     shell: Annotated[
         bool, typer.Option("--shell", help="Give the model a shell inside the sandbox.")
     ] = False,

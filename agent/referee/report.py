@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.referee.diff import margin_line, render_diff
+from agent.referee.roofline import WorkEstimate, speed_of_light_lines
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -27,7 +28,7 @@ def _speedup(label: str, sp: Speedup | None) -> str:
     return f"{sp.value:.2f}x vs {label} ±{100 * sp.noise:.1f}% ({sp.outcome.replace('_', ' ')})"
 
 
-def _performance_lines(perf: PerformanceReport) -> list[str]:
+def _performance_lines(perf: PerformanceReport, work: WorkEstimate | None, gpu_name: str | None) -> list[str]:
     mode = f"[{perf.compile_mode}]" if perf.compile_mode else ""
     lines = [
         f"time: yours {_ms(perf.candidate)} | eager {_ms(perf.eager)} | torch.compile{mode} {_ms(perf.compile)}",
@@ -57,11 +58,14 @@ def _performance_lines(perf: PerformanceReport) -> list[str]:
         lines.append(f"kernels: {shown}{own}")
     elif perf.profile_error:
         lines.append(f"kernels: not profiled ({perf.profile_error})")
+    lines += speed_of_light_lines(perf, work, gpu_name)
     lines += [f"flag: {flag.message}" for flag in perf.flags]
     return lines
 
 
-def feedback(result: EvalResult) -> str:
+def feedback(result: EvalResult, work: WorkEstimate | None = None) -> str:
+    """The verdict for the model. `work` (the task's traced FLOPs and bytes) adds the compute floor
+    to the speed-of-light lines; without it they use the judge's input and output bytes."""
     head = f"VERDICT: {result.verdict} - {result.reason}"
     lines = [head]
     if result.verdict == "compile_error":
@@ -86,7 +90,8 @@ def feedback(result: EvalResult) -> str:
         lines += [f"policy ({report.policy}): {v}" for v in report.violations]
         lines += [f"note: {n}" for n in report.notes]
     if result.performance is not None and result.verdict == "correct":
-        lines += _performance_lines(result.performance)
+        gpu_name = result.device.name if result.device is not None else None
+        lines += _performance_lines(result.performance, work, gpu_name)
     return "\n".join(lines)
 
 

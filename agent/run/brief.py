@@ -90,17 +90,19 @@ def measure_baselines(
 ) -> BaselineTimes:
     """Eager and torch.compile timed once on this GPU by the referee's judge (no candidate: a judge
     run with no trials), or taken from the baseline cache the referee reads them from later."""
-    from agent.referee.evaluate import _gate_file, host_gpu
+    from agent.referee.evaluate import _gate_file, _torch_version, host_gpu
     from agent.referee.processes import JudgeProcess, Seeds
+    from agent.referee.results import DeviceInfo
     from sandbox.workers.timing import TIMING_VERSION, TimingConfig
 
-    device = host_gpu()
+    on_gpu = options.device == "cuda"
+    device = host_gpu() if on_gpu else DeviceInfo(name="cpu", torch=_torch_version())
     if device is None:
         return BaselineTimes(errors={"gpu": "no CUDA GPU visible to torch"})
     timing = options.timing or TimingConfig()
     # The same key as agent.referee.evaluate plans, so a profile later reads these numbers.
     baselines = Baselines.plan(
-        cache or BaselineCache(),
+        cache if cache is not None else BaselineCache(),
         task_sha256=task.sha256,
         input_spec=task.spec.model_dump_json() if task.spec else "",
         gpu=device.name,
@@ -110,14 +112,14 @@ def measure_baselines(
         refresh=options.refresh_baselines,
         configured_bandwidth=options.bandwidth_gbps,
     )
-    request = baselines.request(measure_bandwidth=True)
+    request = baselines.request(measure_bandwidth=on_gpu)
     wanted = request["baselines"]
     judged: dict = {}
     if wanted["eager"] or wanted["compile_mode"] or request["measure_bandwidth"]:
-        gate = _gate_file(options.gpu_gate, sandbox, "cuda")
+        gate = _gate_file(options.gpu_gate, sandbox, options.device)
         seeds = Seeds.fresh(1)
         spec = {
-            "device": "cuda",
+            "device": options.device,
             "task_source": task.source,
             "task_filename": str(task.path),
             "init_seed": seeds.init,
@@ -148,7 +150,8 @@ def measure_baselines(
         compile_mode=baselines.compile_mode,
         bandwidth_gbps=baselines.bandwidth,
         noise={arm: s.relative_spread for arm, s in stats.items() if s is not None},
-        cached=all(s is not None and s.cached for s in stats.values()),
+        cached=any(s is not None for s in stats.values())
+        and all(s.cached for s in stats.values() if s is not None),
         errors=dict(baselines.errors),
     )
 

@@ -32,6 +32,7 @@ from agent.messages import SystemMessage, UserMessage
 from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S, Model
 from agent.models.registry import DEFAULT_MODEL
 from agent.referee.options import EvalOptions
+from agent.run.brief import NO_GPU, TaskFacts, gather_facts, measure_baselines, render_brief
 from agent.run.context import DEFAULT_CONTEXT_TOKENS, DEFAULT_KEEP_TURNS, ContextLimits, ContextWindow
 from agent.run.loop import AgentLoop, LoopOutcome, Progress
 from agent.run.prompts import build_prompts
@@ -43,7 +44,7 @@ from agent.tools import Toolbox, ToolContext, ToolSettings, default_tools
 from agent.tools.candidates import Candidate, CandidateBook, Referee, RefereeAdapter
 from agent.transcripts.format import Header, RunEndEvent, TaskIdentity, TranscriptWriter, tool_hash
 from agent.workspace import HARNESS_FILES, MODEL_ENTRY, Workspace
-from sandbox.base import open_sandbox
+from sandbox.base import Sandbox, open_sandbox
 from sandbox.safe_files import SkippedEntry, read_text, write_file
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,9 @@ class SolveConfig(BaseModel):
         description="how every candidate is judged (policy, trials, arch, ...); the compile tool "
         "builds with its arch and compile timeout",
     )
-    baseline: Literal["eager", "compile"] = "eager"
+    baseline: Literal["eager", "compile"] = Field(
+        default="compile", description="what the best candidate is ranked against (the other is reported)"
+    )
     shell: bool = False
     allow_no_gpu: bool = False
     shell_timeout_s: float = 300.0
@@ -114,10 +117,12 @@ def solve(
     sandbox_options: Mapping[str, object] | None = None,
     clock: Callable[[], float] = time.monotonic,
     recorded_elisions: Mapping[int, Sequence[int]] | None = None,
+    facts: TaskFacts | None = None,
 ) -> SolveResult:
     """Run the agent on one task and write the output folder. Raises SolveError before any model call
     when the run cannot start; everything after that ends with a recorded status. `recorded_elisions`
-    (a replay's, by turn) replace the context window's own choice of what to elide."""
+    (a replay's, by turn) replace the context window's own choice of what to elide. `facts` (the task
+    brief's) are gathered before the first turn when not given (`task_facts`)."""
     out = Path(config.out)
     if out.exists() and not out.is_dir():
         raise SolveError(f"--out {out}: is a file; give a new or empty folder")
@@ -132,16 +137,18 @@ def solve(
     out.mkdir(parents=True, exist_ok=True)
     workspace = Workspace.create(out / "workspace", task)
     budget = Budget(config.budget, clock=clock)
-    prompts = build_prompts(
-        task,
-        policy=config.referee.policy,
-        baseline=config.baseline,
-        gpu=gpu,
-        arch=arch,
-        budget_line=budget.remaining_line(),
-    )
     toolbox = Toolbox(default_tools(shell_enabled=config.shell))
     with open_sandbox(config.sandbox, workspace=workspace.root, **dict(sandbox_options or {})) as sandbox:
+        facts = facts or task_facts(config, task, referee, sandbox, gpu, budget)
+        prompts = build_prompts(
+            task,
+            policy=config.referee.policy,
+            baseline=config.baseline,
+            gpu=gpu,
+            arch=arch,
+            budget_line=budget.remaining_line(),
+            brief=render_brief(facts),
+        )
         header = Header(
             run_id=uuid.uuid4().hex,
             started_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -160,6 +167,7 @@ def solve(
                 referee=config.referee,
                 shell_timeout_s=config.shell_timeout_s,
                 allow_no_gpu=config.allow_no_gpu,
+                work=facts.work,
             )
             context = ToolContext(
                 task=task,
@@ -188,6 +196,31 @@ def solve(
             )
             outcome = loop.run([SystemMessage(text=prompts.system), UserMessage(text=prompts.task)])
             return _finish(out, task, context, outcome, transcript)
+
+
+def task_facts(
+    config: SolveConfig, task: Task, referee: Referee, sandbox: Sandbox, gpu: str | None, budget: Budget
+) -> TaskFacts:
+    """The task brief's facts: the traced work (for an inspected task), and the baselines timed once on
+    this GPU by the real referee (cached per task and GPU; the time is charged to the GPU budget), or
+    why there are none."""
+    times, note = None, NO_GPU
+    if gpu is not None and isinstance(referee, RefereeAdapter):
+        started = time.monotonic()
+        times = measure_baselines(task, config.referee, sandbox, gpu=gpu)
+        budget.charge_gpu(time.monotonic() - started)
+    elif gpu is not None:
+        note = "not measured before the first turn (this referee times them with the first profile)"
+    return gather_facts(
+        task,
+        options=config.referee,
+        gpu=gpu,
+        baseline=config.baseline,
+        sandbox_kind=config.sandbox,
+        trace=task.spec is not None,
+        baselines=times,
+        baselines_note=note,
+    )
 
 
 def _finish(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .base import Tool, Toolbox, ToolError, ToolOutput, ToolReply, tool
 from .context import ToolContext, ToolSettings
 from .files import edit_file, list_files, read_file, write_file
+from .library import start_from_template
 from .ncu import find_cuda_tool, ncu
 from .pipeline import compile_workspace, profile, submit, verify
 from .sanitize import sanitize
@@ -27,6 +28,7 @@ def default_tools(*, shell_enabled: bool = False) -> list[Tool]:
         tune,
         list_skills,
         read_skill,
+        start_from_template,
     ]
     # Offered only where the machine has them (a call without one still says so in one line).
     if find_cuda_tool("ncu") is not None:

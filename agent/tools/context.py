@@ -10,6 +10,7 @@ from typing import Protocol
 
 from agent.budget import Budget
 from agent.referee.options import EvalOptions
+from agent.referee.roofline import WorkEstimate
 from agent.stops import RunAborted
 from agent.tasks import Task
 from agent.tools.candidates import Candidate, CandidateBook, EvaluationSource, Referee, gpu_seconds
@@ -31,6 +32,8 @@ class ToolSettings:
     shell_timeout_s: float = 300.0
     allow_no_gpu: bool = False
     """A compile-only dry run: the referee's no_gpu verdict is reported to the model, not fatal."""
+    work: WorkEstimate | None = None
+    """The reference's FLOPs and bytes (the task brief's): profile's speed-of-light lines use them."""
 
     @property
     def arch(self) -> str | None:

@@ -12,6 +12,7 @@ from typing import Any
 from agent.build.compile import CompileResult, compile_solution
 from agent.build.resources import render_resources
 from agent.build.toolkit import ToolkitError
+from agent.referee.report import feedback
 from agent.stops import RunAborted, Submitted
 from agent.tools.candidates import Candidate
 
@@ -53,7 +54,7 @@ def _verdict_reply(ctx: ToolContext, candidate: Candidate, became_best: bool) ->
     data = _verdict_data(candidate, became_best)
     if _is_dry_run_pass(ctx, candidate):
         raise ToolError(f"{candidate.result.compile.feedback()}\n{DRY_RUN_NOTE}", data=data)
-    text = candidate.result.feedback()
+    text = feedback(candidate.result, work=ctx.settings.work)
     text += _sanitizer_offer(candidate)
     if not candidate.correct:
         raise ToolError(
@@ -103,8 +104,9 @@ def verify(ctx: ToolContext) -> ToolReply:
 
 @tool
 def profile(ctx: ToolContext) -> ToolReply:
-    """Verify, then time ModelNew against eager PyTorch and torch.compile (median, noise) and list which
-    kernels took the GPU time. Use it to decide what to optimize next."""
+    """Verify, then time ModelNew against eager PyTorch and torch.compile (median, noise), list which
+    kernels took the GPU time, and show the speed of light: the memory and compute floors and how close
+    yours and both baselines come to them. Use it to decide what to optimize next."""
     return _verdict_reply(ctx, *ctx.judge("profile", profile=True))
 
 

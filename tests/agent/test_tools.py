@@ -117,6 +117,7 @@ def test_default_tools_have_unique_names_and_shell_only_on_request() -> None:
         "tune",
         "list_skills",
         "read_skill",
+        "start_from_template",
     ]
     assert [t.name for t in default_tools(shell_enabled=True)][-1] == "shell"
 
