@@ -68,6 +68,8 @@ DEFAULT_CHUNK_TURNS = 4
 STUB_MIN_CHARS = 300
 """Text shorter than this stays: its stub would save little."""
 NOTE_PREFIX = "[context]"
+FILE_TOOLS = frozenset({"read_file", "list_files", "read_skill", "list_skills"})
+"""Tools whose result's first line only repeats what the call asked for."""
 
 
 class ContextLimits(BaseModel):
@@ -155,7 +157,8 @@ def _stub_result(result: ToolResultMessage, call: ToolCall | None) -> ToolResult
     path = (call.arguments or {}).get("path") if call is not None else None
     what = f"{result.tool_name} {path}" if isinstance(path, str) else result.tool_name
     first = result.content.strip().splitlines()[0][:60] if result.content.strip() else ""
-    stub = f"[elided: {what} result, {_size(result.content)}, began {first!r}; call {result.tool_name} again to see it]"
+    began = f", began {first!r}" if result.tool_name not in FILE_TOOLS else ""
+    stub = f"[elided: {what} result, {_size(result.content)}{began}; call {result.tool_name} again to see it]"
     return result.model_copy(update={"content": stub})
 
 
@@ -167,7 +170,7 @@ def _stub_arguments(call: ToolCall) -> ToolCall:
             update={"raw_arguments": f"[elided: {_size(call.raw_arguments)} of arguments]"}
         )
     path = call.arguments.get("path")
-    again = f"; call read_file {path} to see the file as it is now" if isinstance(path, str) else ""
+    again = f"; read_file {path} shows the file now" if isinstance(path, str) else ""
     arguments = {
         name: f"[elided: {_size(value)}{again}]"
         if isinstance(value, str) and len(value) >= STUB_MIN_CHARS
