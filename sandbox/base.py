@@ -35,6 +35,15 @@ ENV_ALLOWLIST: tuple[str, ...] = (
     "MAX_JOBS",
 )
 
+# Set for every sandboxed command. A sandbox has no network: Hugging Face's libraries (KernelBench's
+# level-4 tasks load models by name) then answer from the local cache at once instead of retrying
+# the Hub for about a minute per file.
+ENV_DEFAULTS: dict[str, str] = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+}
+
 
 class ExecResult(BaseModel):
     """What one command did. `returncode` is negative (-signal) when a signal killed it."""

@@ -30,6 +30,7 @@ import docker
 import docker.errors
 
 from sandbox.base import (
+    ENV_DEFAULTS,
     OUTPUT_CAP_BYTES,
     WORKERS_DIR,
     Capabilities,
@@ -130,6 +131,7 @@ class DockerSandbox(Sandbox):
         self.cache_volume = cache_volume
         self.ro_mounts = {**self._stack_mounts(), **dict(ro_mounts or {})}
         self.env = {k: v for k, v in os.environ.items() if k in PASSED_ENV}
+        self.env.update(ENV_DEFAULTS)
         self.env.update(
             HOME="/tmp",
             TMPDIR="/tmp",

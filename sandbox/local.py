@@ -31,6 +31,7 @@ from pathlib import Path
 
 from sandbox.base import (
     ENV_ALLOWLIST,
+    ENV_DEFAULTS,
     OUTPUT_CAP_BYTES,
     WORKERS_DIR,
     Capabilities,
@@ -359,6 +360,7 @@ class LocalSandbox(Sandbox):
 
     def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
         full = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST}
+        full.update(ENV_DEFAULTS)
         full.update(
             HOME=self.tmp_path if not self._bwrap else "/tmp",
             TMPDIR=self.tmp_path if not self._bwrap else "/tmp",

@@ -165,6 +165,7 @@ def tasks_command(
     unsandboxed: UnsandboxedFlag = False,
 ) -> None:
     """List tasks with their level, hash and input spec."""
+    from agent.cli.task_errors import print_load_errors
     from agent.tasks import TaskLoadError, load_folder
     from sandbox.base import SandboxError
 
@@ -204,10 +205,9 @@ def tasks_command(
                 f"{t.spec.parameters:,}" if t.spec else "",
                 t.sha256[:12],
             )
-        if found:
+        if found or errors:
             console.print(table)
-        for e in errors:
-            err_console.print(f"[red]✗[/] {e}", highlight=False)
+        print_load_errors(errors, err_console)
     if errors:
         raise typer.Exit(1)
 
