@@ -10,11 +10,13 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from agent.build.compile import CompileResult
 from agent.messages import ToolCall
+from agent.referee.results import FailureReport
 from agent.tools import Toolbox, ToolContext, default_tools
 from agent.tools.ncu import ncu, ncu_problem, parse_ncu_csv, render_ncu, workspace_kernels
 from agent.tools.sanitize import parse_sanitizer, render_sanitizer, sanitize
@@ -252,3 +254,17 @@ def test_a_sandbox_without_a_gpu_is_refused_after_the_build(
         and output.content == "sanitize: refused, the sandbox has no GPU (CUDA is not available there)"
     )
     assert ctx.budget.usage().gpu > 0
+
+
+@pytest.mark.parametrize(("kind", "offered"), [("cuda_error", True), ("exception", False)])
+def test_a_cuda_error_in_verify_offers_the_sanitizer(
+    monkeypatch: pytest.MonkeyPatch, kind: str, offered: bool
+) -> None:
+    pipeline = importlib.import_module("agent.tools.pipeline")
+    monkeypatch.setattr(pipeline, "find_cuda_tool", lambda name: f"/usr/local/cuda/bin/{name}")
+    failure = FailureReport(stage="trial 0", kind=kind, message="an illegal memory access was encountered")
+    candidate = SimpleNamespace(result=SimpleNamespace(failure=failure))
+    offer = pipeline._sanitizer_offer(candidate)
+    assert ("call sanitize (memcheck)" in offer) is offered
+    monkeypatch.setattr(pipeline, "find_cuda_tool", lambda name: None)
+    assert pipeline._sanitizer_offer(candidate) == ""  # never offered where it is not installed
