@@ -27,7 +27,9 @@ DEVELOPMENT_WORDS: dict[str, re.Pattern[str]] = {
     "the session doing the work": re.compile(
         r"\b(this|previous|last|next|earlier|later|current) session\b|\bsession's device time\b", re.I
     ),
-    "an issue number": re.compile(r"\bissues?\s*#?\d+|#\d+ part \d", re.I),
+    "an issue number or its part": re.compile(
+        r"\bissues?\s*#?\d+|#\d+ part \d|\(part \d\)|\bis part \d\)", re.I
+    ),
     "the issue as a reference": re.compile(r"\bthe issue'?s?\b(?! with)", re.I),
     "a round of work": re.compile(r"\b(this|previous|next|last) round\b|\brounds? of work\b", re.I),
     "which machine happened to be available": re.compile(
@@ -82,6 +84,7 @@ def test_the_patterns_catch_logbook_lines_and_leave_product_vocabulary_alone() -
         "the Docker image, which is not reachable here",
         "runs it on a lent GPU machine",
         "in the second round of work",
+        "prints the throughput table (part 5).",
     ]
     product = [
         "each command runs in a session of its own (setsid)",
