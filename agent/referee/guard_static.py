@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from agent.workspace import Solution, Workspace
+from sandbox.safe_files import read_text
 
 
 @dataclass(frozen=True)
@@ -290,8 +291,9 @@ def scan_solution(solution: Solution) -> list[Finding]:
     files = dict(solution.model_files())
     if isinstance(solution, Workspace):
         for path in solution.sources():
-            if path.is_file():
-                files[path.relative_to(solution.root).as_posix()] = path.read_text(errors="replace")
+            rel = path.relative_to(solution.root).as_posix()
+            if (text := read_text(solution.root, rel)) is not None:  # links are not followed
+                files[rel] = text
     harness = {"binding.cpp", "binding_registry.h", "reference.py"}
     return scan_sources({k: v for k, v in files.items() if k.rsplit("/", 1)[-1] not in harness})
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from agent.referee.results import KernelTime
 from agent.workspace import Solution, Workspace
+from sandbox.safe_files import read_text
 from sandbox.workers.protocol import KernelRow
 
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^()]*(?:\([^()]*\)[^()]*)*\)")
@@ -24,7 +25,10 @@ def own_kernel_names(sources: Iterable[str]) -> set[str]:
 
 def solution_sources(solution: Solution) -> list[str]:
     if isinstance(solution, Workspace):
-        return [p.read_text(errors="replace") for p in solution.sources() if p.is_file()] + [
+        sources = [
+            read_text(solution.root, p.relative_to(solution.root).as_posix()) for p in solution.sources()
+        ]
+        return [text for text in sources if text is not None] + [
             text for name, text in solution.model_files().items() if name.endswith((".cuh", ".h", ".hpp"))
         ]
     return list(solution.model_files().values())  # load_inline sources live in the .py as strings
