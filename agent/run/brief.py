@@ -14,7 +14,7 @@ rendered into the task prompt.
 from __future__ import annotations
 
 import json
-import logging
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
@@ -28,8 +28,6 @@ from agent.templates.graph import TraceError, trace_task
 from agent.templates.plan import NotCovered
 from agent.templates.recognize import recognize
 from sandbox.base import Sandbox
-
-log = logging.getLogger(__name__)
 
 NO_GPU = "not measured here (no GPU)"
 BASELINE_TIMEOUT_S = 900.0
@@ -133,7 +131,7 @@ def measure_baselines(
             "gpu_gate": gate,
             **request,
         }
-        judge = JudgeProcess(visible=[p for p in [gate] if p])
+        judge = JudgeProcess(device=options.device, visible=[Path(gate).parent] if gate else [])
         try:
             result, run = judge.run(spec, timeout=BASELINE_TIMEOUT_S)
         finally:
