@@ -1,9 +1,10 @@
-"""Transcripts: one JSONL file per solve run, written as it happens (docs/transcript-format.md).
+"""Transcripts: one JSONL file per solve run, written as it happens (agent/transcripts/README.md).
 
 Line 1 is the header (format, version, resolved config, tool schemas, prompt hashes, versions,
 GPU, task); every further line is one typed event. The writer appends and flushes each line, so a
 killed run keeps everything up to the kill; the reader validates every line with pydantic and
-reads a file cut off mid-line up to the cut.
+reads a file cut off mid-line up to the cut. The writer stores each long text once and caps what
+one event holds (agent/transcripts/compact.py); the reader expands that back.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from agent.budget import BudgetLimits, BudgetUsage
 from agent.messages import Message, ModelResponse, ToolCall, ToolSpec
 from agent.stops import RunStatus
+from agent.transcripts.compact import COMPACTION, Compactor
 
 FORMAT: Literal["kernel-agent-transcript"] = "kernel-agent-transcript"
 VERSION = 1
@@ -53,6 +55,11 @@ class Header(_Record):
     versions: dict[str, str] = Field(description="kernel-agent, python, torch, CUDA, SDKs")
     gpu: str | None = Field(description="the GPU the referee judges on; None when there is none")
     sandbox: str = Field(description="the sandbox's isolation line")
+    compaction: str | None = Field(
+        default=COMPACTION,
+        description="'v1': long texts stored once and events capped (compact.py); None (a file written "
+        "before compaction, read without the key): every event whole",
+    )
 
 
 class _Event(_Record):
@@ -173,16 +180,19 @@ class TranscriptWriter:
         self._clock = clock
         self._started = clock()
         self._seq = 0
+        self._compactor = Compactor()
         self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
-        self._write_line(header.model_dump_json())
+        self._write_line(header.model_copy(update={"compaction": COMPACTION}).model_dump_json())
 
     def write(self, event: _Event) -> _Event:
-        """Stamp `event` with its sequence number and time, append it, return the stamped copy."""
+        """Stamp `event` with its sequence number and time, append it in its compact form, return the
+        stamped copy (whole)."""
         self._seq += 1
         stamped = event.model_copy(
             update={"seq": self._seq, "elapsed_s": round(self._clock() - self._started, 3)}
         )
-        self._write_line(stamped.model_dump_json())
+        compact = self._compactor.event(stamped.model_dump(mode="json"))
+        self._write_line(json.dumps(compact, ensure_ascii=False, separators=(",", ":")))
         return stamped
 
     def close(self) -> None:

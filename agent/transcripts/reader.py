@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent.transcripts.compact import COMPACTION, CompactionError, Expander
 from agent.transcripts.format import (
     EVENT_ADAPTER,
     FORMAT,
@@ -112,7 +113,7 @@ def _validate(path: Path, lines: list[tuple[int, Line]], truncated: bool) -> Tra
     if not lines:
         raise TranscriptError(f"{path}: empty; a transcript starts with its header line")
     try:
-        header = Header.model_validate(lines[0][1])
+        header = Header.model_validate(_without_compaction_default(lines[0][1]))
     except ValidationError as exc:
         raise TranscriptError(
             f"{path}:1: not a valid header after upgrading: {exc.errors()[0]['msg']}"
@@ -150,15 +151,44 @@ def read_transcript(path: Path) -> Transcript:
     if not lines or not lines[0].strip():
         raise TranscriptError(f"{path}: empty; a transcript starts with its header line")
     header = _parse_header(path, lines[0])
+    expander = _expander(path, header)
     events: list[Event] = []
     for number, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
         try:
-            events.append(EVENT_ADAPTER.validate_json(line))
+            if expander is None:
+                events.append(EVENT_ADAPTER.validate_json(line))
+            else:
+                events.append(EVENT_ADAPTER.validate_python(expander.event(_json_object(line))))
         except ValidationError as exc:
             raise TranscriptError(f"{path}:{number}: not a valid event: {_first_error(exc)}") from None
+        except (CompactionError, ValueError) as exc:
+            raise TranscriptError(f"{path}:{number}: not a valid event: {exc}") from None
     return Transcript(path=path, header=header, events=events, truncated=truncated)
+
+
+def _without_compaction_default(header: Line) -> Line:
+    """A header line without `compaction` is a file written whole (before compaction existed)."""
+    return header if "compaction" in header else {**header, "compaction": None}
+
+
+def _expander(path: Path, header: Header) -> Expander | None:
+    """What turns the file's compact events back into whole ones; None for a file written whole."""
+    if header.compaction is None:
+        return None
+    if header.compaction != COMPACTION:
+        raise TranscriptError(
+            f"{path}:1: compaction {header.compaction!r} is newer than this kernel-agent reads; upgrade it"
+        )
+    return Expander()
+
+
+def _json_object(line: bytes) -> dict[str, Any]:
+    value = json.loads(line)
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
 
 
 def _parse_header(path: Path, line: bytes) -> Header:
@@ -173,7 +203,7 @@ def _parse_header(path: Path, line: bytes) -> Header:
             f"{path}:1: transcript format version {data.get('version')!r}; this reader knows version {VERSION}"
         )
     try:
-        return Header.model_validate(data)
+        return Header.model_validate(_without_compaction_default(data))
     except ValidationError as exc:
         raise TranscriptError(f"{path}:1: not a valid header: {_first_error(exc)}") from None
 
