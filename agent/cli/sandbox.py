@@ -116,6 +116,7 @@ def info(
 
     from sandbox.auto import choose_kind
     from sandbox.base import open_sandbox
+    from sandbox.unsandboxed import confinement_problem
 
     if not workspace.is_dir():
         fail(f"--workspace {workspace}: not a folder")
@@ -126,6 +127,10 @@ def info(
     docker_gpus = _docker_gpus()
     kind = choice.kind if sandbox == "auto" else sandbox
     options: dict[str, object] = {"image": tag} if kind == "docker" else {}
+    if kind == "local" and confinement_problem() is not None:
+        # Describe what is left without bwrap (what --unsandboxed gives); the commands that run
+        # untrusted code refuse here, and the hint below says how to fix it.
+        options["isolation"] = "none"
     try:
         with open_sandbox(kind, workspace=workspace, **options) as opened:
             isolation = opened.isolation()
