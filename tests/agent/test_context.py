@@ -277,3 +277,29 @@ def test_the_context_tokens_flag_sets_the_runs_ceiling(
     )
     assert code in (0, 1), output
     assert load_transcript(out / "transcript.jsonl").header.config["context_tokens"] == 9000
+
+
+def test_a_replay_window_applies_the_recorded_elisions_and_chooses_none_itself() -> None:
+    from dataclasses import dataclass
+
+    from agent.run.context import ContextLimits, ContextWindow
+    from agent.tools.candidates import CandidateBook
+
+    @dataclass
+    class State:
+        turn: int
+        candidates: CandidateBook
+
+    history = _conversation()
+    events: list = []
+    window = ContextWindow(
+        ContextLimits(ceiling_tokens=8_000, keep_last_turns=1, chunk_turns=1), recorded={3: [4]}
+    )
+    sink = type("Sink", (), {"write": lambda self, event: events.append(event)})()
+    assert window.next_request(history, State(2, CandidateBook()), [], sink) == _conversation()
+    sent = window.next_request(history, State(3, CandidateBook()), [], sink)
+    assert [e.elided for e in events] == [[4]] and events[0].turn == 3
+    assert sent[:4] == _conversation()[:4] and sent[5:7] == _conversation()[5:7]
+    assert sent[4].content.startswith("[elided: read_file kernels/a.cu")
+    assert isinstance(sent[-1], UserMessage) and sent[-1].text.startswith(NOTE_PREFIX) and len(history) == 8
+    assert "No verified candidate yet." in sent[-1].text
