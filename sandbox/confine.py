@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
-from sandbox.base import ENV_ALLOWLIST, SandboxError
+from sandbox.base import ENV_ALLOWLIST, ENV_DEFAULTS, SandboxError
 from sandbox.bwrap import bwrap_prefix
 
 UNSANDBOXED_ENV = "KERNEL_AGENT_UNSANDBOXED"
@@ -29,6 +29,7 @@ def worker_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """ENV_ALLOWLIST of this process's environment, a home that holds nothing, and `extra`."""
     env = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
     env.setdefault("PATH", os.defpath)
+    env.update(ENV_DEFAULTS)
     env.update({"HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONNOUSERSITE": "1"})
     env.update(extra or {})
     return env
