@@ -7,11 +7,13 @@ import email.utils
 import json
 import logging
 import math
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 from tenacity import (
@@ -293,9 +295,8 @@ def call_with_retries(
     try:
         for attempt in retrying:
             with attempt:
-                return send(_attempt_timeout(request_timeout_s, endpoint)), retrying.statistics[
-                    "attempt_number"
-                ]
+                result = _send_in_time(send, _attempt_timeout(request_timeout_s, endpoint), endpoint)
+                return result, retrying.statistics["attempt_number"]
     except errors.handled as exc:
         attempts = retrying.statistics.get("attempt_number", 1)
         left = _time_left()
@@ -315,6 +316,38 @@ def _attempt_timeout(request_timeout_s: float | None, endpoint: Endpoint) -> flo
     if left < MIN_ATTEMPT_S:
         raise CallTimeLimitReached(f"{endpoint.describe()}: no time left for another attempt")
     return left if request_timeout_s is None else min(request_timeout_s, left)
+
+
+CUT_GRACE_S = 0.5
+"""How long past the time limit an attempt may go before the caller stops waiting for it: the SDK's
+own timeout, set to the time left, normally ends it first."""
+
+
+def _send_in_time(send: Callable[[float | None], T], timeout: float | None, endpoint: Endpoint) -> T:
+    """`send(timeout)`, given up when the call's time limit passes even if the server keeps the answer
+    trickling in (the SDK's timeout bounds each wait for bytes, not the whole answer). The attempt
+    then runs on in a daemon thread until the SDK ends it, and its result is dropped."""
+    left = _time_left()
+    if left is None:
+        return send(timeout)
+    box: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+
+    def attempt() -> None:
+        try:
+            box.put((True, send(timeout)))
+        except BaseException as exc:  # handed to the caller, who raises it
+            box.put((False, exc))
+
+    threading.Thread(target=attempt, name="model-call", daemon=True).start()
+    try:
+        ok, value = box.get(timeout=left + CUT_GRACE_S)
+    except queue.Empty:
+        raise CallTimeLimitReached(
+            f"{endpoint.describe()} was still answering when the time ran out"
+        ) from None
+    if ok:
+        return value
+    raise value
 
 
 def client_timeout_s(timeout: object) -> float | None:

@@ -74,11 +74,11 @@ def test_a_hanging_server_ends_the_run_as_a_wall_budget_stop(
         budget=limits,
         referee=EvalOptions(arch="sm_90"),
     )
-    started = time.monotonic()
-
     result = solve(config, model=model, referee=FakeReferee(), task=parse_task(RELU_TASK))
 
-    assert time.monotonic() - started < WALL_S + SLACK_S
+    # The wall clock starts with the run (after the workspace and sandbox are set up).
+    assert result.usage.wall < WALL_S + SLACK_S
+    assert time.monotonic() - server.requests[0].received_at < WALL_S + SLACK_S
     assert result.status == "budget_exhausted:wall"
     assert "waiting for the model" in result.message
     assert len(server.requests) == 1
@@ -101,6 +101,19 @@ def test_retry_waits_are_cut_to_the_time_left(server: WireServer, provider: str)
     assert len(server.requests) == 1
 
 
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_an_answer_that_trickles_in_is_cut_at_the_time_limit(server: WireServer, provider: str) -> None:
+    server.script(Reply(body=ok_body(provider), trickle_s=0.2))
+    model = make_model(provider, server.url)
+    started = time.monotonic()
+
+    with pytest.raises(CallTimeLimitReached), call_time_limit(1.0):
+        model.query(HI, [])
+
+    # The SDK's timeout (the time left, 1 s) never fires: a byte arrives every 0.2 s.
+    assert time.monotonic() - started < 2.0
+
+
 def test_without_a_time_limit_a_hanging_server_is_cut_by_the_request_timeout(server: WireServer) -> None:
     server.script(HANG, Reply(body=ok_body("openai")))
     started = time.monotonic()
@@ -112,12 +125,12 @@ def test_without_a_time_limit_a_hanging_server_is_cut_by_the_request_timeout(ser
 
 
 def test_the_request_timeout_flag_applies_to_agent_solve(server: WireServer, tmp_path: Path) -> None:
-    server.script(*[HANG] * 8)
+    server.script(HANG, HANG, Reply(body=openai_completion(content="thinking")))
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
     env["CUDA_VISIBLE_DEVICES"] = ""
     args = ["solve", str(RELU_TASK), "--model", f"openai:coder@{server.url}/v1", "--allow-no-gpu"]
-    args += ["--budget", "wall=8s", "--request-timeout", "1", "--out", str(out), "--quiet"]
+    args += ["--budget", "turns=1,wall=5m", "--request-timeout", "1", "--out", str(out), "--quiet"]
 
     proc = subprocess.run(
         [sys.executable, "-m", "agent.cli", *args],
@@ -129,11 +142,12 @@ def test_the_request_timeout_flag_applies_to_agent_solve(server: WireServer, tmp
     )
 
     assert proc.returncode == 1, proc.stderr
-    assert json.loads((out / "run.json").read_text())["status"] == "budget_exhausted:wall"
-    first, second = server.requests[:2]
-    # Each attempt waits 1 s for an answer, then at most 1 s of backoff: the default (180 s) would
-    # have left one request hanging until the wall budget ran out.
-    assert 1.0 <= second.received_at - first.received_at < 2.5
+    # Two requests hang and are given up after 1 s each; the third answers. With the default (180 s)
+    # the first one would still be waiting.
+    assert json.loads((out / "run.json").read_text())["status"] == "budget_exhausted:turns"
+    first, second, third = server.requests
+    assert 1.0 <= second.received_at - first.received_at < 2.5  # 1 s, then at most 1 s of backoff
+    assert third.received_at - first.received_at < 6.0
     assert "output:" in proc.stdout and "report.md" in proc.stdout
 
 

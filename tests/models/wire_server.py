@@ -22,6 +22,8 @@ class Reply:
     """Close the socket without sending any response."""
     raw_body: bytes | None = None
     """Sent as the body instead of `body`'s JSON (an empty or cut-off answer)."""
+    trickle_s: float = 0.0
+    """Send the body one byte at a time, this many seconds apart (an answer that never quite ends)."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,13 @@ def _handler_for(server: WireServer) -> type[BaseHTTPRequestHandler]:
                 for key, value in reply.headers.items():
                     self.send_header(key, value)
                 self.end_headers()
-                self.wfile.write(payload)
+                if reply.trickle_s:
+                    for byte in payload:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(reply.trickle_s)
+                else:
+                    self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test)
 
