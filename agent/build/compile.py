@@ -27,7 +27,7 @@ from agent.build.toolkit import resolve_arch
 from agent.workspace import EXTENSION_NAME, MODEL_ENTRY, SingleFileSolution, Solution, Workspace
 from sandbox.base import Sandbox
 from sandbox.safe_files import UnsafePathError, read_regular, write_file
-from sandbox.workers.protocol import RESULT_MARKER, BuildResult, BuildSpec, BuiltStamp
+from sandbox.workers.protocol import RESULT_MARKER, BuildResult, BuildSpec, BuiltStamp, WorkspaceBuildSpec
 from sandbox.workers.protocol import parse as parse_worker_result
 
 # Host C++ here is binding glue (argument checks, a launch): -O1 halves its compile time;
@@ -323,7 +323,7 @@ def _build_spec(
             "config_hash": "",
             "content_hash": content_hash,
         }
-    return {
+    spec: WorkspaceBuildSpec = {
         "kind": "workspace",
         "name": EXTENSION_NAME,
         "sources": [_in_sandbox(p, solution, sandbox) for p in solution.sources()],
@@ -333,14 +333,12 @@ def _build_spec(
         "cuda_cflags": CUDA_CFLAGS + extra_cuda_cflags,
         "link_vendor_libraries": True,
         "entry": f"{sandbox.workspace_path}/{MODEL_ENTRY}",
-        **(
-            {"reference": f"{sandbox.workspace_path}/reference.py"}
-            if (solution.root / "reference.py").is_file()
-            else {}
-        ),
         "config_hash": "",
         "content_hash": content_hash,
     }
+    if (solution.root / "reference.py").is_file():
+        spec["reference"] = f"{sandbox.workspace_path}/reference.py"
+    return spec
 
 
 def _config_hash(spec: BuildSpec, arch: str) -> str:

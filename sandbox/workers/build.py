@@ -179,7 +179,7 @@ def check_loads(spec: WorkspaceBuildSpec, outcome: BuildOutcome) -> BuildOutcome
     started = time.monotonic()
     wait_for_torch()
     report = load_check.check(
-        outcome["module"] or "", spec["name"], spec["sources"], spec["entry"], spec.get("reference")
+        outcome["module"] or "", spec["name"], spec["sources"], spec.get("entry", ""), spec.get("reference")
     )
     lines = [*report.errors, *(f"note: {note}" for note in report.notes)]
     log = outcome["log"] + ("\n--- load check ---\n" + "\n".join(lines) + "\n" if lines else "")
