@@ -15,8 +15,10 @@ than the last `keep_last_turns` at once (whole turns, oldest first), and only wh
 them have gathered or the request would pass `ceiling_tokens`. A stub never changes and is never
 expanded again, so everything before the first newly elided message (system prompt, brief, older
 stubs) stays a cached prefix, and the `chunk_turns - 1` requests after an elision extend it unchanged.
-The best-so-far note is appended after the newest messages when an elision happens (never rewritten
-in place, which would break the cached prefix), so the model keeps its bearings.
+When the last `keep_last_turns` turns alone pass the ceiling, the request goes over it (they are
+never elided); the event records its size. The best-so-far note is appended after the newest
+messages when an elision happens (never rewritten in place, which would break the cached prefix),
+so the model keeps its bearings.
 
 Each elision is recorded as a `ContextElidedEvent` (turn, message indices); `requests_sent` rebuilds
 every request from a transcript, and a replay applies the recorded elisions instead of choosing its
@@ -24,8 +26,8 @@ own, so it sends the same requests.
 
 Token counts are estimates: characters / 3, plus a few tokens per message and tool call. Code, JSON
 and English run at about 3.3 to 4 characters per token in the Claude and GPT tokenizers, so dividing
-by 3 over-counts and a request estimated under the ceiling is under it for the provider too (text in
-scripts with larger characters per token, e.g. CJK, can run over). No tokenizer is downloaded.
+by 3 over-counts and a request estimated under the ceiling is under it for the provider too (text with
+fewer characters per token, e.g. CJK, can run over). No tokenizer is downloaded.
 """
 
 from __future__ import annotations
@@ -258,11 +260,13 @@ class ContextWindow:
     limits: ContextLimits = field(default_factory=ContextLimits)
     recorded: Mapping[int, Sequence[int]] | None = None
     """A replay's recorded elisions by turn: applied as they are, nothing chosen."""
-    elided: set[int] = field(default_factory=set)
-    _stubs: dict[int, Message] = field(default_factory=dict)
-    _tokens: list[int] = field(default_factory=list)
-    _tools_tokens: int | None = None
-    _turns_done: int = 0
+    elided: set[int] = field(default_factory=set, init=False)
+    _stubs: dict[int, Message] = field(default_factory=dict, init=False, repr=False)
+    _tokens: list[int] = field(default_factory=list, init=False, repr=False)
+    """Estimated tokens of each message as the request shows it."""
+    _tools_tokens: int | None = field(default=None, init=False)
+    _turns_done: int = field(default=0, init=False)
+    """Turns, from the first, whose messages are elided (or were too short to shorten)."""
 
     def next_request(
         self, history: list[Message], state: TurnState, tools: Sequence[ToolSpec], events: EventSink
