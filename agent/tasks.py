@@ -116,7 +116,7 @@ def parse_task(path: Path) -> Task:
     if path.suffix != ".py":
         raise TaskLoadError(path, "not a Python file (task files end in .py)")
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte-order mark is valid Python source, as it runs
     except UnicodeDecodeError:
         raise TaskLoadError(path, "not a Python file (it is not UTF-8 text)") from None
     try:
@@ -142,7 +142,7 @@ def parse_task(path: Path) -> Task:
 
 
 def load_task(
-    path: Path, *, instantiate: bool = True, timeout: float = 300, sandbox_kind: str = "local"
+    path: Path, *, instantiate: bool = True, timeout: float = 120, sandbox_kind: str = "local"
 ) -> Task:
     """Parse a task and (by default) run it once in a sandbox of `sandbox_kind` to learn its input spec."""
     task = parse_task(path)
@@ -170,7 +170,7 @@ def discover_task_files(folder: Path) -> list[Path]:
 
 
 def load_folder(
-    folder: Path, *, instantiate: bool = True, timeout: float = 600, sandbox_kind: str = "local"
+    folder: Path, *, instantiate: bool = True, timeout: float = 120, sandbox_kind: str = "local"
 ) -> tuple[list[Task], list[TaskLoadError]]:
     """Every task under `folder`; files that fail are returned as errors, not raised."""
     tasks: list[Task] = []
@@ -240,7 +240,7 @@ def _instantiate_collecting(
 
 def _describe_failure(error: TaskProblem) -> str:
     stage, message = error["stage"], error["message"]
-    if message.startswith("it defines no"):
+    if message.startswith(("it defines no", f"{stage}() must return")):
         return message
     prefix = {
         "import": "running the file failed",

@@ -86,6 +86,9 @@ class BatchConfig(BaseModel):
     redo: list[str] = Field(default_factory=list)
     retry_errors: bool = True
     instantiate_tasks: bool = True
+    inspect_timeout_s: float = Field(
+        default=120.0, gt=0, description="seconds a task file may run once to learn its inputs; not in the key"
+    )
     max_outage_retries: int = Field(default=3, ge=0)
     eval_timeout_s: float = Field(default=3600.0, description="bound on one evaluation, whatever happens")
     solve_options: dict[str, Any] = Field(default_factory=dict, description="budgets etc. for agent runs")

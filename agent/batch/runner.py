@@ -56,13 +56,15 @@ class BatchSummary:
 
 
 def load_tasks(
-    folders: list[Path], *, instantiate: bool, sandbox_kind: str = "local"
+    folders: list[Path], *, instantiate: bool, sandbox_kind: str = "local", timeout: float = 120.0
 ) -> tuple[list[Task], list[str]]:
     tasks: dict[str, Task] = {}
     errors: list[str] = []
     for folder in folders:
         try:
-            found, failed = load_folder(folder, instantiate=instantiate, sandbox_kind=sandbox_kind)
+            found, failed = load_folder(
+                folder, instantiate=instantiate, sandbox_kind=sandbox_kind, timeout=timeout
+            )
         except (TaskLoadError, SandboxError) as exc:
             errors.append(str(exc))
             continue
@@ -128,7 +130,10 @@ class BatchRunner:
         config = self.config
         started = time.monotonic()
         tasks, load_errors = load_tasks(
-            config.tasks, instantiate=config.instantiate_tasks, sandbox_kind=config.eval.sandbox
+            config.tasks,
+            instantiate=config.instantiate_tasks,
+            sandbox_kind=config.eval.sandbox,
+            timeout=config.inspect_timeout_s,
         )
         items, unmatched = self._items(tasks)
         store = Store(config.store)

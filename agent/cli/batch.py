@@ -15,14 +15,19 @@ if TYPE_CHECKING:
 
 from agent.cli.common import (
     CONTEXT_TOKENS_HELP,
+    DEFAULT_INSPECT_TIMEOUT_S,
     arch_option,
     budget_option,
     check_confinement,
+    check_count,
+    check_output_folder,
+    check_seconds,
     checked_options,
     compile_mode_option,
     context_options,
     err_console,
     fail,
+    inspect_timeout_option,
     json_flag,
     policy_option,
     profile_option,
@@ -90,6 +95,31 @@ def _check_solutions(solutions: Path, tasks: list[Path]) -> None:
         fail(
             f"--solutions {solutions}: no solution to judge ({what}; expected "
             "level_N_problem_M_sample_K_kernel.py files or levelN/<task>/model_new.py workspaces)"
+        )
+
+
+def _check_ray_gpus(address: str | None) -> None:
+    """--executor ray: Ray is installed and its cluster (a new local one without --address) has a
+    node with a GPU, before anything is created. The connection stays for the batch's evaluator."""
+    import logging
+
+    from agent.batch.executors.ray import import_ray
+
+    where = f"the Ray cluster at {address}" if address else "the local Ray cluster (no --address)"
+    try:
+        ray = import_ray()
+        if not ray.is_initialized():
+            ray.init(address=address, logging_level=logging.ERROR, include_dashboard=False)
+        has_gpu = any(n.get("Alive") and n.get("Resources", {}).get("GPU", 0) > 0 for n in ray.nodes())
+    except ImportError as exc:
+        fail(str(exc))
+    except Exception as exc:  # Ray's own errors (no cluster at the address, a failed start)
+        fail(f"--executor ray: cannot connect to {where}: {str(exc).strip().splitlines()[0]}")
+    if not has_gpu:
+        ray.shutdown()
+        fail(
+            f"--executor ray: {where} has no node with a GPU; evaluations need one "
+            "(start Ray on GPU machines and pass --address HOST:PORT)"
         )
 
 
@@ -181,6 +211,9 @@ def batch_command(
     retry_errors: Annotated[
         bool, typer.Option(help="Redo attempts that ended in an error.", rich_help_panel=STORE)
     ] = True,
+    inspect_timeout: Annotated[
+        float, inspect_timeout_option(rich_help_panel=RUN)
+    ] = DEFAULT_INSPECT_TIMEOUT_S,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Log lines instead of the live display.")
     ] = False,
@@ -203,6 +236,10 @@ def batch_command(
         fail("give exactly one of --model SPEC (run the agent) or --solutions DIR (judge solutions)")
     if executor not in ("local", "ray"):
         fail(f"--executor {executor!r}: use local or ray")
+    check_count("--concurrency", concurrency, "tasks in flight")
+    check_count("--compile-workers", compile_workers, "concurrent builds")
+    check_count("--samples", samples, "agent runs per task")
+    check_seconds("--inspect-timeout", inspect_timeout)
     gpu_ids = _gpu_ids(gpus) if gpus is not None else None
     if budget is not None:
         from agent.budget import BudgetLimits, BudgetSpecError
@@ -248,8 +285,7 @@ def batch_command(
         _check_solutions(solutions, tasks)
     store_path = store or out / "store.sqlite"
     for path, flag in ((out, "--out"), (store_path.parent, "--store")):
-        if path.exists() and not path.is_dir():
-            fail(f"{flag} {path}: exists and is not a folder")
+        check_output_folder(flag, path)
     if store_path.exists():
         from agent.batch.store import StoreError, check_store_file
 
@@ -263,6 +299,8 @@ def batch_command(
     except ToolkitError as exc:
         fail(str(exc))
     judging = judging.model_copy(update={"arch": arch_value})
+    if executor == "ray":
+        _check_ray_gpus(address)
     gpu_list = gpu_ids if gpu_ids is not None else visible_gpus()
     if not gpu_list and executor == "local":
         if model is not None:
@@ -293,6 +331,7 @@ def batch_command(
         retry_errors=retry_errors,
         solve_options=({"budget": budget} if budget else {}) | context,
         request_timeout_s=request_timeout_s,
+        inspect_timeout_s=inspect_timeout,
     )
     if as_json:
         progress: ProgressState = NullProgress()
@@ -342,10 +381,9 @@ def report_command(
     if not path.is_file():
         fail(f"{path}: no batch store here (agent batch writes OUT/store.sqlite)")
     if out is not None:
-        if out.exists() and not out.is_dir():
-            fail(f"--out {out}: exists and is not a folder")
         if not out.exists() and not out.parent.is_dir():
             fail(f"--out {out}: its parent folder {out.parent} does not exist")
+        check_output_folder("--out", out)
     try:
         reports = build_reports(path, batch)
     except (StoreError, NothingToReport) as exc:

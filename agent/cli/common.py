@@ -10,6 +10,7 @@ stays fast.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
@@ -96,6 +97,20 @@ def check_confinement(sandbox: str, unsandboxed: bool) -> None:
         fail(refusal(problem))
 
 
+DEFAULT_INSPECT_TIMEOUT_S = 120.0
+"""How long one task file may take to run once (import, get_init_inputs, get_inputs, Model) when
+its input spec is learned; a task that sleeps or loops is reported after this."""
+
+
+def inspect_timeout_option(
+    help: str = "Seconds each task file may take to run once (in the sandbox) to learn its inputs.",
+    *other_names: str,
+    **kwargs: Any,
+) -> Any:
+    return typer.Option("--inspect-timeout", *other_names, help=help, **kwargs)
+
+
+InspectTimeoutOpt = Annotated[float, inspect_timeout_option()]
 SandboxOpt = Annotated[str, sandbox_option()]
 UnsandboxedFlag = Annotated[bool, unsandboxed_option()]
 ArchOpt = Annotated[str | None, arch_option()]
@@ -187,3 +202,38 @@ def context_options(context_tokens: str | None) -> dict[str, int]:
         return {"context_tokens": parse_context_tokens(context_tokens)}
     except ContextSpecError as exc:
         fail(str(exc))
+
+
+# -- output folders ----------------------------------------------------------------------------
+
+
+def check_output_folder(flag: str, folder: Path) -> None:
+    """`flag FOLDER` names a folder this command may create or write: an existing folder, or a new one
+    whose nearest existing parent is a folder that takes new entries. The probe (a temporary folder,
+    removed at once) catches what permissions do not show: /proc, a read-only mount, root's view."""
+    import os
+    import tempfile
+
+    if folder.exists() and not folder.is_dir():
+        fail(f"{flag} {folder}: exists and is not a folder")
+    parent = next((p for p in [folder.absolute(), *folder.absolute().parents] if p.exists()), None)
+    if parent is None or not parent.is_dir():
+        fail(f"{flag} {folder}: {parent} is a file, not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".agent-write-check-", dir=parent))
+    except OSError as exc:
+        fail(f"{flag} {folder}: cannot write in {parent} ({exc.strerror or exc}); pick another folder")
+
+
+def check_count(flag: str, value: int | None, what: str) -> None:
+    """A count flag (workers, tasks in flight) is at least 1 when given."""
+    if value is not None and value < 1:
+        fail(f"{flag} {value}: give at least 1 ({what})")
+
+
+def check_seconds(flag: str, value: float) -> None:
+    """A time limit flag is a finite number of seconds above zero."""
+    import math
+
+    if not math.isfinite(value) or value <= 0:
+        fail(f"{flag} {value:g}: give a number of seconds above 0")

@@ -16,19 +16,22 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from agent.cli.common import EXIT_USAGE as EXIT_USAGE
 from agent.cli.common import (
+    DEFAULT_INSPECT_TIMEOUT_S,
     ArchOpt,
+    InspectTimeoutOpt,
     JsonFlag,
     SandboxOpt,
     UnsandboxedFlag,
     arch_option,
     check_confinement,
+    check_seconds,
     checked_options,
     compile_mode_option,
     console,
     err_console,
     fail,
+    inspect_timeout_option,
     json_flag,
     policy_option,
     profile_option,
@@ -36,6 +39,7 @@ from agent.cli.common import (
     sandbox_option,
     trials_option,
 )
+from agent.cli.common import EXIT_USAGE as EXIT_USAGE
 
 EXIT_FAILED, EXIT_NO_GPU = 1, 3  # and EXIT_USAGE (2), agent.cli.common's
 POLICIES = ("strict", "kernelbench")
@@ -100,10 +104,12 @@ def eval_command(
         str, typer.Option("--tolerance", help="default (atol=rtol=1e-2) or tight.")
     ] = "default",
     refresh_baselines: Annotated[bool, refresh_baselines_option()] = False,
+    inspect_timeout: InspectTimeoutOpt = DEFAULT_INSPECT_TIMEOUT_S,
     as_json: Annotated[bool, json_flag("Print the EvalResult as JSON.")] = False,
     unsandboxed: UnsandboxedFlag = False,
 ) -> None:
     """Judge a solution: compile, verify on fresh secret inputs, time against eager and torch.compile."""
+    check_seconds("--inspect-timeout", inspect_timeout)
     if policy not in POLICIES:
         fail(f"--policy {policy!r}: unknown policy; choose one of {', '.join(POLICIES)}")
     if trials < 1:
@@ -113,7 +119,7 @@ def eval_command(
     from agent.build.toolkit import ToolkitError
     from agent.referee import EvalOptions, evaluate
     from agent.referee.report import verdict_table
-    from agent.tasks import TaskLoadError
+    from agent.tasks import TaskLoadError, load_task
     from agent.workspace import WorkspaceError
     from sandbox.base import SandboxError
 
@@ -129,7 +135,8 @@ def eval_command(
     )
     try:
         with _status(f"judging {solution} (compile, verify, profile) ...", quiet=as_json):
-            result = evaluate(task, solution, options, sandbox=sandbox)
+            loaded = load_task(task, timeout=inspect_timeout, sandbox_kind=sandbox)
+            result = evaluate(loaded, solution, options, sandbox=sandbox)
     except (TaskLoadError, WorkspaceError, SandboxError, ToolkitError, ValueError) as exc:
         fail(str(exc))
     if as_json:
@@ -160,11 +167,16 @@ def tasks_command(
     ] = True,
     sandbox: Annotated[str, sandbox_option("Where the task files run: local, docker or auto.")] = "local",
     timeout: Annotated[
-        float, typer.Option("--timeout", min=1, help="Seconds each task file may take to run.")
-    ] = 600,
+        float,
+        inspect_timeout_option(
+            "Seconds each task file may take to run once (in the sandbox) to learn its inputs.",
+            "--timeout",
+        ),
+    ] = DEFAULT_INSPECT_TIMEOUT_S,
     unsandboxed: UnsandboxedFlag = False,
 ) -> None:
     """List tasks with their level, hash and input spec."""
+    check_seconds("--inspect-timeout", timeout)
     from agent.cli.task_errors import print_load_errors
     from agent.tasks import TaskLoadError, load_folder
     from sandbox.base import SandboxError
@@ -226,6 +238,7 @@ def compile_command(
 
     A bare solution folder (model files only) is built from a copy under the cache, so the
     harness files a build needs never land in it; a harness-made workspace is built in place."""
+    check_seconds("--timeout", timeout)
     if not solution.exists():
         fail(f"{solution}: no such solution (a workspace folder or a single-file .py solution)")
     check_confinement(sandbox, unsandboxed)

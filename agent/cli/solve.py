@@ -16,21 +16,26 @@ from __future__ import annotations
 
 import datetime
 import logging
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from agent.budget import BudgetLimits, BudgetSpecError
+from agent.budget import BudgetLimits, BudgetSpecError, parse_budget_spec
 from agent.cli.common import (
     CONTEXT_TOKENS_HELP,
+    DEFAULT_INSPECT_TIMEOUT_S,
     BudgetOpt,
+    InspectTimeoutOpt,
     PolicyOpt,
     SandboxOpt,
     UnsandboxedFlag,
     arch_option,
     check_confinement,
+    check_output_folder,
+    check_seconds,
     checked_options,
     console,
     context_options,
@@ -181,9 +186,7 @@ def _check_out(out: Path) -> None:
         fail(f"--out {out}: is a file; give a new or empty folder")
     if out.is_dir() and any(out.iterdir()):
         fail(f"--out {out}: the folder exists and is not empty; pick a new one")
-    parent = next((p for p in out.absolute().parents if p.exists()), None)
-    if parent is not None and not parent.is_dir():
-        fail(f"--out {out}: {parent} is a file, not a folder")
+    check_output_folder("--out", out)
 
 
 def _check_sandbox(sandbox: str) -> None:
@@ -213,7 +216,9 @@ OUTPUT_FILES = ("report.md", "solution", "model_new.py", "transcript.jsonl")
 
 def output_line(out: Path) -> str:
     """`output: DIR (report.md, solution/, ...)`, naming only what is there."""
-    written = [name + ("/" if (out / name).is_dir() else "") for name in OUTPUT_FILES if (out / name).exists()]
+    written = [
+        name + ("/" if (out / name).is_dir() else "") for name in OUTPUT_FILES if (out / name).exists()
+    ]
     return f"output: {out} ({', '.join(written)})" if written else f"output: {out}"
 
 
@@ -241,7 +246,7 @@ def solve_command(
         str | None, arch_option("GPU architecture to build for (sm_90, 9.0); default: the visible GPU.")
     ] = None,
     max_turns: Annotated[
-        int | None, typer.Option("--max-turns", min=1, help="Shortcut for --budget turns=N.")
+        int | None, typer.Option("--max-turns", help="Shortcut for --budget turns=N.")
     ] = None,
     baseline: Annotated[
         str,
@@ -265,6 +270,7 @@ def solve_command(
         str | None, typer.Option("--request-timeout", help=REQUEST_TIMEOUT_HELP)
     ] = None,
     context_tokens: Annotated[str | None, typer.Option("--context-tokens", help=CONTEXT_TOKENS_HELP)] = None,
+    inspect_timeout: InspectTimeoutOpt = DEFAULT_INSPECT_TIMEOUT_S,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="Log lines instead of the live status line.")
     ] = False,
@@ -280,7 +286,14 @@ def solve_command(
     except BudgetSpecError as exc:
         fail(str(exc))
     if max_turns is not None:
+        if max_turns < 1:
+            fail(f"--max-turns {max_turns}: give at least 1 model call")
+        if budget is not None and limits.turns != max_turns and "turns" in parse_budget_spec(budget):
+            fail(
+                f"--max-turns {max_turns} and --budget turns={limits.turns} disagree; give the turn limit once"
+            )
         limits = limits.model_copy(update={"turns": max_turns})
+    check_seconds("--inspect-timeout", inspect_timeout)
     request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
     if request_timeout is not None:
         try:
@@ -307,13 +320,17 @@ def solve_command(
     from agent.build.toolkit import ToolkitError
     from agent.referee.options import EvalOptions
     from agent.run.solve import NO_GPU_MESSAGE, SolveConfig, SolveError, solve
-    from agent.tasks import TaskLoadError
+    from agent.tasks import TaskLoadError, load_task
     from sandbox.base import SandboxError
 
     options = checked_options(EvalOptions, policy=policy, arch=arch)
     referee = make_referee(options=options)
     if not allow_no_gpu and referee.device() is None:
         fail(NO_GPU_MESSAGE)
+    try:
+        loaded = load_task(task, timeout=inspect_timeout, sandbox_kind=sandbox)
+    except (TaskLoadError, SandboxError) as exc:
+        fail(str(exc))
     config = SolveConfig(
         task=task,
         out=out,
@@ -341,14 +358,19 @@ def solve_command(
         display = None
     else:
         display = LiveStatus(err_console)
+    new_root = next((p for p in reversed([out, *out.parents]) if not p.exists()), None)
     try:
         with interrupt_on_signals():
             if display is None:
-                result = solve(config, model=agent_model, referee=referee, progress=LogProgress())
+                result = solve(
+                    config, model=agent_model, referee=referee, task=loaded, progress=LogProgress()
+                )
             else:
                 with display:
-                    result = solve(config, model=agent_model, referee=referee, progress=display)
+                    result = solve(config, model=agent_model, referee=referee, task=loaded, progress=display)
     except (SolveError, TaskLoadError, SandboxError, ToolkitError) as exc:
+        if new_root is not None and not (out / "transcript.jsonl").exists():
+            shutil.rmtree(new_root, ignore_errors=True)  # a refused run leaves no folder behind
         fail(str(exc))
     if as_json:
         print(result.model_dump_json(indent=2))

@@ -91,9 +91,9 @@ def inspect_file(path: str) -> TaskReport:
             torch.manual_seed(0)
             namespace = runpy.run_path(path, run_name="__kernel_agent_task__")
             stage = "get_init_inputs"
-            init_inputs = list(namespace["get_init_inputs"]())
+            init_inputs = _arguments(namespace, "get_init_inputs", "constructor")
             stage = "get_inputs"
-            inputs = list(namespace["get_inputs"]())
+            inputs = _arguments(namespace, "get_inputs", "forward")
             stage = "Model"
             model = namespace["Model"](*init_inputs)
             built_on = f"cpu (on meta: {meta_error})"
@@ -116,7 +116,7 @@ def inspect_file(path: str) -> TaskReport:
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
-        message = _short_error(exc)
+        message = str(exc) if isinstance(exc, _NotArguments) else _short_error(exc)
         if isinstance(exc, OSError) and exc.errno == errno.EFBIG:  # Python ignores SIGXFSZ
             message += ": it wrote a file past the sandbox's file-size limit (RLIMIT_FSIZE)"
         return {"path": path, "ok": False, "error": {"stage": stage, "message": message}}
@@ -149,9 +149,22 @@ def _meta_outputs(model: Any, inputs: list[Any]) -> list[ArgDescription] | None:
     return [describe_value(v) for v in (out if isinstance(out, list | tuple) else [out])]
 
 
+class _NotArguments(Exception):
+    """get_init_inputs() or get_inputs() returned something other than a list or tuple."""
+
+
+def _arguments(namespace: dict[str, Any], name: str, what: str) -> list[Any]:
+    value = namespace[name]()
+    if not isinstance(value, list | tuple):
+        raise _NotArguments(
+            f"{name}() must return a list (or tuple) of {what} arguments; it returned {type(value).__name__}"
+        )
+    return list(value)
+
+
 def _instantiate(namespace: dict[str, Any]) -> tuple[list[Any], list[Any], Any]:
-    init_inputs = list(namespace["get_init_inputs"]())
-    inputs = list(namespace["get_inputs"]())
+    init_inputs = _arguments(namespace, "get_init_inputs", "constructor")
+    inputs = _arguments(namespace, "get_inputs", "forward")
     return init_inputs, inputs, namespace["Model"](*init_inputs)
 
 
