@@ -127,6 +127,7 @@ def speed_of_light_lines(
     """The profile's speed-of-light lines: work, floors, % of floor for yours and both baselines,
     and one sentence on the headroom."""
     found = floors(perf, work, gpu_name)
+    peaks = gpu_peaks(gpu_name)
     floor = found.floor_ms
     if floor is None:
         why = "no bandwidth measured" if not perf.bandwidth_gbps else "nothing to bound"
@@ -134,11 +135,13 @@ def speed_of_light_lines(
     work_parts = [human_count(found.bytes, "B") if found.bytes else None]
     work_parts.append(human_count(found.flops, "FLOP") if found.flops is not None else None)
     memory = f"memory {found.memory_ms:.4g} ms" if found.memory_ms is not None else "memory unknown"
-    compute = (
-        f"compute {found.compute_ms:.4g} ms"
-        if found.compute_ms is not None
-        else "compute unknown (GPU not in the peak table or work not traced)"
-    )
+    if found.compute_ms is not None and work is not None and peaks is not None and work.matmul_flops:
+        fp32 = work.compute_floor_ms(peaks, tensor_cores=False)
+        compute = f"compute {found.compute_ms:.4g} ms on tensor cores ({fp32:.4g} ms on FP32 cores)"
+    elif found.compute_ms is not None:
+        compute = f"compute {found.compute_ms:.4g} ms"
+    else:
+        compute = "compute unknown (GPU not in the peak table or work not traced)"
     lines = [
         f"speed of light: {', '.join(p for p in work_parts if p)}; floors: {memory}, {compute} "
         f"({found.bound}-bound, floor {floor:.4g} ms)"

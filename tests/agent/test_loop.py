@@ -65,7 +65,8 @@ def test_session_records_everything_and_writes_the_output_folder(tmp_path: Path,
     model.assert_complete()
 
     assert result.status == "submitted" and result.verified
-    assert result.best is not None and result.best.speedup == pytest.approx(1.5)
+    # ranked against torch.compile by default (the fake referee's is 0.9 of its eager speedup)
+    assert result.best is not None and result.best.speedup == pytest.approx(1.5 * 0.9)
     assert result.submitted_is_best is True
     assert result.summary == "float4 grid-stride ReLU"
     assert {
@@ -227,14 +228,17 @@ def test_submitting_a_broken_workspace_after_a_good_one_returns_the_good_one(
     )
     model.assert_complete()
     assert result.status == "budget_exhausted:turns"
-    assert result.best is not None and (result.best.turn, result.best.speedup) == (2, pytest.approx(1.8))
+    assert result.best is not None and (result.best.turn, result.best.speedup) == (
+        2,
+        pytest.approx(1.8 * 0.9),
+    )
     assert result.submitted is None and result.verified
     assert (out / "solution" / "model_new.py").read_text().endswith("# FAKE-SPEEDUP: 1.8\n")
     assert (out / "workspace" / "model_new.py").read_text() == broken
     assert json.loads((out / "result.json").read_text())["verdict"] == "correct"
     refusal = read_transcript(out / "transcript.jsonl").of_type(ToolResultEvent)[-1]
     assert refusal.is_error and refusal.content.startswith("submission refused")
-    assert "best verified so far: profile at turn 2, 1.80x vs eager" in refusal.content
+    assert "best verified so far: profile at turn 2, 1.62x vs compile" in refusal.content
 
 
 def test_submitting_a_slower_correct_workspace_is_accepted_but_the_best_is_returned(
@@ -251,7 +255,7 @@ def test_submitting_a_slower_correct_workspace_is_accepted_but_the_best_is_retur
     result, _ = run_solve(out, steps, relu_task)
     assert result.status == "submitted"
     assert result.submitted_is_best is False
-    assert result.best is not None and result.best.speedup == pytest.approx(1.8)
+    assert result.best is not None and result.best.speedup == pytest.approx(1.8 * 0.9)
     assert "it is not the best verified candidate (profile at turn 2" in result.message
     assert (out / "model_new.py").read_text().count("FAKE-SPEEDUP: 1.8") == 1
     assert "It is NOT the best verified candidate; the best is returned." in (out / "report.md").read_text()
@@ -408,4 +412,6 @@ def test_progress_reports_turn_best_and_budget(tmp_path: Path, relu_task: Task) 
     assert lines[0].startswith("turn 1/10 · best: none yet · tokens 0 in / 0 out · $0.00 · gpu 0s · wall ")
     assert lines[0].endswith("waiting for the model")
     after_profile = next(line for line in lines if line.endswith("profile: ok"))
-    assert after_profile.startswith("turn 2/10 · best: 1.50x vs eager · tokens 0 in / 0 out · $1.00 · gpu 3s")
+    assert after_profile.startswith(
+        "turn 2/10 · best: 1.35x vs compile · tokens 0 in / 0 out · $1.00 · gpu 3s"
+    )

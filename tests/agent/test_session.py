@@ -71,7 +71,7 @@ def test_pipeline_session_compiles_for_real(tmp_path: Path, relu_task, build_cac
     assert "this is the best verified candidate so far" in results["profile_2"].content
 
     assert result.status == "submitted" and result.verified
-    assert result.best is not None and result.best.speedup == pytest.approx(1.6)
+    assert result.best is not None and result.best.speedup == pytest.approx(1.6 * 0.9)  # vs torch.compile
     solution = out / "solution" / "kernels" / "relu.cu"
     assert "132 * 16" in solution.read_text()
     evaluations = read_transcript(out / "transcript.jsonl").of_type(EvaluationEvent)
