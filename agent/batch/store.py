@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,10 @@ from typing import Any
 from agent.batch.config import AttemptOutcome, BatchConfig, WorkItem
 from agent.batch.migrations import MIGRATIONS, statements
 from agent.batch.records import AttemptRecord, evaluation_columns, record_from_row
+from agent.batch.store_writer import clear_record, locked_message, store_wait_s, wait_message, write_record
 from agent.tasks import Task
+
+log = logging.getLogger(__name__)
 
 LEASE_S = 300.0
 """A run on another host that has not written a heartbeat for this long is taken for dead."""
@@ -32,6 +36,14 @@ LEASE_S = 300.0
 
 class StoreError(RuntimeError):
     pass
+
+
+class StoreLockedError(StoreError):
+    """Another process held the store's write lock for longer than the store waits."""
+
+
+WAIT_SLICE_S = 2.0
+"""How long SQLite's own busy handler waits before the store says it is waiting (then retries)."""
 
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -136,9 +148,22 @@ class Store:
     """One connection per Store, shared by the batch's threads under a lock. `readonly=True`
     (reports) opens an existing store as it is, after `check_store_file`: no migration, no writes."""
 
-    def __init__(self, path: Path, *, busy_timeout_s: float = 120.0, readonly: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        busy_timeout_s: float | None = None,
+        readonly: bool = False,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> None:
+        """`busy_timeout_s`: how long a write waits for another writer's lock (default: the
+        KERNEL_AGENT_STORE_WAIT environment variable, else 120 s); `on_wait` is told once per
+        wait, after WAIT_SLICE_S, who holds it (default: a logged warning)."""
         self.path = Path(path)
         self._lock = threading.RLock()
+        busy_timeout_s = store_wait_s() if busy_timeout_s is None else busy_timeout_s
+        self.busy_timeout_s = busy_timeout_s
+        self.on_wait = on_wait or log.warning
         if readonly:
             check_store_file(self.path)
             self._db = _connect_readonly(self.path, busy_timeout_s)
@@ -154,7 +179,7 @@ class Store:
         )
         try:
             self._db.row_factory = sqlite3.Row
-            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            self._db.execute(f"PRAGMA busy_timeout = {int(min(WAIT_SLICE_S, busy_timeout_s) * 1000)}")
             mode = self._enable_wal(busy_timeout_s)
             if str(mode).lower() != "wal":
                 raise StoreError(
@@ -198,13 +223,36 @@ class Store:
     @contextlib.contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            self._begin_immediate()
+            write_record(self.path)
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            finally:
+                clear_record(self.path)
+
+    def _begin_immediate(self) -> None:
+        """Take the write lock, waiting up to busy_timeout_s for another writer: after the first
+        slice `on_wait` hears who holds it; past the timeout StoreLockedError names them."""
+        started = time.monotonic()
+        told = False
+        while True:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+            waited = time.monotonic() - started
+            if waited >= self.busy_timeout_s:
+                raise StoreLockedError(locked_message(self.path, waited))
+            if not told:
+                self.on_wait(wait_message(self.path))
+                told = True
 
     # -- schema ---------------------------------------------------------------------------
     @property

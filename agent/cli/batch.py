@@ -341,8 +341,11 @@ def batch_command(
         progress = LiveProgress()
     from agent.run.signals import interrupt_on_signals
 
-    with interrupt_on_signals():
-        summary = run_batch(config, progress=progress)
+    try:
+        with interrupt_on_signals():
+            summary = run_batch(config, progress=progress)
+    except StoreError as exc:  # another writer held the store past the wait
+        fail(str(exc))
     try:
         reports = build_reports(config.store, summary.batch_key)
         md, html = write_reports(reports, config.out)
