@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.cli.solve import output_line
+from agent.run.signals import interrupt_on_signals
 from agent.transcripts.reader import read_transcript
 from tests.agent.conftest import RELU_TASK, REPO
 
@@ -90,3 +91,15 @@ def test_the_closing_line_names_only_what_exists(tmp_path: Path) -> None:
     (tmp_path / "transcript.jsonl").write_text("")
     (tmp_path / "run.json").write_text("{}")
     assert output_line(tmp_path) == f"output: {tmp_path} (solution/, transcript.jsonl)"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_inside_the_guard_a_signal_is_a_keyboard_interrupt_and_the_old_handlers_come_back(
+    signum: signal.Signals,
+) -> None:
+    """What `agent batch` relies on too: its runner records an interrupted batch on KeyboardInterrupt."""
+    before = signal.getsignal(signum)
+    with pytest.raises(KeyboardInterrupt, match=signum.name), interrupt_on_signals():
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # the handler runs at the next bytecode; never reached
+    assert signal.getsignal(signum) == before
