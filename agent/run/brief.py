@@ -67,14 +67,17 @@ def trace_facts(task: Task, sandbox_kind: str) -> tuple[WorkEstimate | None, str
         graph = trace_task(task.path, sandbox_kind=sandbox_kind)
     except TraceError as exc:
         return None, f"not traced: {str(exc)[:200]}", None, "unknown (the task could not be traced)"
-    work = estimate_work(graph)
+    try:
+        work, work_note = estimate_work(graph), ""
+    except (IndexError, ValueError, TypeError) as exc:  # an operator whose arguments the counter misreads
+        work, work_note = None, f"not counted: {type(exc).__name__}: {str(exc)[:120]}"
     try:
         plan = recognize(graph)
     except Exception as exc:  # the recognizer's own bug must not stop a run: the brief just says so
-        return work, "", None, f"unknown (the template recognizer failed: {type(exc).__name__})"
+        return work, work_note, None, f"unknown (the template recognizer failed: {type(exc).__name__})"
     if isinstance(plan, NotCovered):
         lacking = f"the template library lacks {', '.join(plan.ops)}" if plan.ops else plan.reason[:160]
-        return work, "", False, f"not covered: {lacking}"
+        return work, work_note, False, f"not covered: {lacking}"
     return (
         work,
         "",

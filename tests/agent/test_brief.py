@@ -230,3 +230,43 @@ def test_baselines_are_timed_by_the_judge_once_then_read_from_the_cache(tmp_path
     assert first.errors == {} and first.eager_ms is not None and first.eager_ms > 0
     assert not first.cached and len(cache) == 1
     assert again.cached and again.eager_ms == first.eager_ms
+
+
+def test_a_convolution_counts_two_flops_per_multiply_add() -> None:
+    from agent.run.work import estimate_work
+    from agent.templates.graph import OpGraph
+
+    const = [{"t": "const", "value": v} for v in ([1, 1], [0, 0], [1, 1], False, [0, 0], 1)]
+    graph = OpGraph.model_validate(
+        {
+            "path": "conv.py",
+            "device": "meta",
+            "inputs": [{"index": 0, "kind": "tensor", "shape": [2, 3, 8, 8], "dtype": "float32"}],
+            "params": [
+                {
+                    "name": "conv.weight",
+                    "kind": "parameter",
+                    "shape": [4, 3, 3, 3],
+                    "stride": [27, 9, 3, 1],
+                    "dtype": "float32",
+                }
+            ],
+            "nodes": [
+                {
+                    "id": 0,
+                    "op": "aten.convolution.default",
+                    "args": [
+                        {"t": "input", "index": 0},
+                        {"t": "param", "name": "conv.weight"},
+                        {"t": "const", "value": None},
+                        *const,
+                    ],
+                    "outputs": [{"shape": [2, 4, 6, 6], "stride": [144, 36, 6, 1], "dtype": "float32"}],
+                }
+            ],
+            "outputs": [{"t": "node", "id": 0}],
+        }
+    )
+    work = estimate_work(graph)
+    assert work.flops == work.matmul_flops == 2 * (2 * 4 * 6 * 6) * (3 * 3 * 3)
+    assert work.bytes == 4 * (2 * 3 * 8 * 8 + 4 * 3 * 3 * 3 + 2 * 4 * 6 * 6)
