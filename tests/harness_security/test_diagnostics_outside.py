@@ -170,3 +170,27 @@ def test_a_link_in_the_workspace_to_an_outside_file_is_outside(tmp_path: Path) -
     assert "outside the workspace" in errors[0].message
     # A link that stays inside is a workspace file, but its text is not read through the link.
     assert (errors[1].file, errors[1].context) == ("kernels/inside.h", "")
+
+
+def test_a_single_files_error_quotes_the_solutions_own_line(tmp_path: Path) -> None:
+    from agent.build.diagnostics import Diagnostic
+    from agent.build.inline_lines import locate
+
+    own = "    for (int j = 0; j < TN; ++j) y[j] = q;"
+    source = (
+        "from torch.utils.cpp_extension import load_inline\n"
+        f'cuda_src = """\n#define TN 4\n__global__ void k(float* y) {{\n{own}\n}}\n"""\n'
+        'ext = load_inline("ext", "void k();", cuda_sources=[cuda_src])\n'
+    )
+    solution = tmp_path / "solution.py"
+    solution.write_text(source)
+    # cuda.cu: torch's 3 header lines, then cuda_src ("" first): the loop is line 7.
+    expanded = Diagnostic(
+        file="cuda.cu",
+        line=7,
+        message='identifier "q" is undefined',
+        context="    for (int j = 0; j < 4; ++j)",
+    )
+    (moved,) = locate([expanded], solution)
+    assert (moved.file, moved.line) == ("solution.py", source.splitlines().index(own) + 1)
+    assert moved.context.splitlines()[1] == own
