@@ -207,22 +207,25 @@ def context_options(context_tokens: str | None) -> dict[str, int]:
 # -- output folders ----------------------------------------------------------------------------
 
 
-def check_output_folder(flag: str, folder: Path) -> None:
+def check_output_folder(flag: str, folder: Path, *, named: Path | None = None) -> None:
     """`flag FOLDER` names a folder this command may create or write: an existing folder, or a new one
     whose nearest existing parent is a folder that takes new entries. The probe (a temporary folder,
-    removed at once) catches what permissions do not show: /proc, a read-only mount, root's view."""
+    removed at once) catches what permissions do not show: /proc, a read-only mount, root's view.
+    `named`: the path the message names (an output file in `folder`)."""
     import os
     import tempfile
 
+    named = named or folder
+
     if folder.exists() and not folder.is_dir():
-        fail(f"{flag} {folder}: exists and is not a folder")
+        fail(f"{flag} {named}: exists and is not a folder")
     parent = next((p for p in [folder.absolute(), *folder.absolute().parents] if p.exists()), None)
     if parent is None or not parent.is_dir():
-        fail(f"{flag} {folder}: {parent} is a file, not a folder")
+        fail(f"{flag} {named}: {parent} is a file, not a folder")
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".agent-write-check-", dir=parent))
     except OSError as exc:
-        fail(f"{flag} {folder}: cannot write in {parent} ({exc.strerror or exc}); pick another folder")
+        fail(f"{flag} {named}: cannot write in {parent} ({exc.strerror or exc}); pick another folder")
 
 
 def check_count(flag: str, value: int | None, what: str) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from agent.cli.common import PolicyOpt, console, fail
+from agent.cli.common import PolicyOpt, check_output_folder, console, fail
 
 
 def export_tasks_command(
@@ -29,8 +29,7 @@ def export_tasks_command(
 
     if fmt != "harbor":
         fail(f"--format {fmt}: unknown; the formats are: harbor")
-    if out.exists() and not out.is_dir():
-        fail(f"--out {out}: is a file; give a folder")
+    check_output_folder("--out", out)
     try:
         tasks = [parse_task(p) for p in discover_task_files(folder)]
     except TaskLoadError as exc:

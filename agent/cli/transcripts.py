@@ -17,6 +17,7 @@ from agent.cli.common import (
     UnsandboxedFlag,
     arch_option,
     check_confinement,
+    check_output_folder,
     console,
     fail,
     json_flag,
@@ -80,6 +81,8 @@ def replay_command(
         fail(f"--out {out}: is a file; give a new or empty folder")
     if out is not None and out.exists() and any(out.iterdir()):
         fail(f"--out {out}: the folder exists and is not empty; pick a new one")
+    if out is not None:
+        check_output_folder("--out", out)
     check_confinement(sandbox, unsandboxed)
     target = out or Path(tempfile.mkdtemp(prefix="agent-replay-"))
     noise = NoiseRule(run_to_run_cv=run_to_run_cv)
@@ -230,3 +233,4 @@ def check_output_file(flag: str, path: Path) -> None:
         fail(f"{flag} {path}: is a folder; give a file name")
     if not path.parent.is_dir():
         fail(f"{flag} {path}: the folder {path.parent} does not exist; create it first")
+    check_output_folder(flag, path.parent, named=path)

@@ -15,6 +15,7 @@ import pytest
 from agent.batch.report import write_reports
 from tests.batch.test_report import fill_store
 from tests.cli.bad_input import (
+    RELU_TASK,
     Case,
     both,
     broken_model_new,
@@ -357,6 +358,135 @@ CASES = [
         "--format",
     ),
     Case("export-missing", ["export", "{tmp}/nope.jsonl", "--out", "{tmp}/x.jsonl"], "{tmp}/nope.jsonl"),
+    # counts and time limits
+    Case(
+        "batch-concurrency-negative",
+        ["batch", "{tmp}/tasks", "--solutions", SOLS, "--concurrency", "-1", "--out", "{tmp}/b"],
+        "--concurrency -1",
+        setup=tasks_folder("tasks"),
+        absent=["{tmp}/b"],
+    ),
+    Case(
+        "batch-compile-workers-negative",
+        ["batch", "{tmp}/tasks", "--solutions", SOLS, "--compile-workers", "-3", "--out", "{tmp}/b"],
+        "--compile-workers -3",
+        setup=tasks_folder("tasks"),
+        absent=["{tmp}/b"],
+    ),
+    Case(
+        "compile-timeout-nan",
+        ["compile", "{tmp}/ws", "--timeout", "nan"],
+        "--timeout nan",
+        setup=copy_solution("ws"),
+    ),
+    Case(
+        "compile-timeout-negative",
+        ["compile", "{tmp}/ws", "--timeout", "-5"],
+        "--timeout -5",
+        setup=copy_solution("ws"),
+    ),
+    Case(
+        "tasks-inspect-timeout-nan", ["tasks", "{task}", "--inspect-timeout", "nan"], "--inspect-timeout nan"
+    ),
+    Case("tasks-timeout-negative", ["tasks", "{task}", "--timeout", "-5"], "--inspect-timeout -5"),
+    Case(
+        "solve-inspect-timeout-zero",
+        ["solve", "{task}", "--inspect-timeout", "0", "--out", "{tmp}/o"],
+        "--inspect-timeout 0",
+        absent=["{tmp}/o"],
+    ),
+    Case(
+        "batch-inspect-timeout-negative",
+        ["batch", "{tmp}/tasks", "--solutions", SOLS, "--inspect-timeout", "-1", "--out", "{tmp}/b"],
+        "--inspect-timeout -1",
+        setup=tasks_folder("tasks"),
+        absent=["{tmp}/b"],
+    ),
+    Case(
+        "eval-inspect-timeout-nan",
+        ["eval", "{task}", "{solution}", "--inspect-timeout", "nan"],
+        "--inspect-timeout",
+    ),
+    # output folders that cannot be made
+    Case(
+        "solve-out-in-proc",
+        ["solve", "{task}", "--out", "/proc/kernel-agent-x"],
+        "--out /proc/kernel-agent-x",
+    ),
+    Case(
+        "batch-out-in-proc",
+        ["batch", "{tmp}/tasks", "--solutions", SOLS, "--out", "/proc/kernel-agent-x"],
+        "--out /proc/kernel-agent-x",
+        setup=tasks_folder("tasks"),
+    ),
+    Case(
+        "report-out-in-proc",
+        ["report", "{tmp}/batch/store.sqlite", "--out", "/proc/kernel-agent-x"],
+        "--out /proc/kernel-agent-x",
+        setup=store_with_report,
+    ),
+    Case("replay-out-in-proc", ["replay", "{transcript}", "--out", "/proc/kernel-agent-x"], "--out"),
+    Case("export-out-in-proc", ["export", "{transcript}", "--out", "/proc/x.jsonl"], "--out /proc/x.jsonl"),
+    Case("export-tasks-out-in-proc", ["export-tasks", "{task}", "--out", "/proc/kernel-agent-x"], "--out"),
+    # flags that disagree, executors and sandboxes that cannot run the work
+    Case(
+        "solve-max-turns-against-budget",
+        ["solve", "{task}", "--max-turns", "3", "--budget", "turns=5", "--out", "{tmp}/o"],
+        "--max-turns 3 and --budget turns=5",
+        absent=["{tmp}/o"],
+    ),
+    Case(
+        "solve-max-turns-zero", ["solve", "{task}", "--max-turns", "0", "--out", "{tmp}/o"], "--max-turns 0"
+    ),
+    Case(
+        "batch-ray-without-gpu-node",
+        ["batch", "{tmp}/tasks", "--model", "templates", "--executor", "ray", "--out", "{tmp}/b"],
+        "--executor ray",
+        setup=tasks_folder("tasks"),
+        absent=["{tmp}/b"],
+    ),
+    Case(
+        "solve-docker-refused-leaves-no-folder",
+        [
+            "solve",
+            "{task}",
+            "--sandbox",
+            "docker",
+            "--allow-no-gpu",
+            "--model",
+            "templates",
+            "--out",
+            "{tmp}/o",
+        ],
+        "docker",
+        absent=["{tmp}/o"],
+    ),
+    # task files that run but answer wrongly (exit 1: the file is reported, the table is empty)
+    Case(
+        "tasks-init-inputs-not-a-list",
+        ["tasks", "{tmp}/t.py"],
+        "get_init_inputs() must return a list (or tuple) of constructor arguments; it returned int",
+        code=1,
+        setup=write(
+            "t.py",
+            RELU_TASK.read_text().replace(
+                "def get_init_inputs():", "def get_init_inputs():\n    return 5\n\n\ndef _unused():"
+            ),
+        ),
+    ),
+    Case(
+        "tasks-get-inputs-sleeps",
+        ["tasks", "{tmp}/t.py", "--inspect-timeout", "3"],
+        "took longer than 3s",
+        code=1,
+        setup=write(
+            "t.py",
+            RELU_TASK.read_text().replace(
+                "def get_inputs():",
+                "def get_inputs():\n    import time\n\n    time.sleep(10**6)\n\n\ndef _unused():",
+            ),
+        ),
+    ),
 ]
 
 
