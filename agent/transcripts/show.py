@@ -17,13 +17,15 @@ from agent.transcripts.view import RunView, ToolStepView, TurnView
 
 MAX_RESULT_LINES = 30
 MAX_PROMPT_LINES = 12
+MAX_TEXT_LINES = 40
+MAX_DIFF_LINES = 60
 
 
 def clip_lines(text: str, limit: int) -> str:
     lines = text.splitlines()
     if len(lines) <= limit:
         return text
-    return "\n".join([*lines[:limit], f"[... {len(lines) - limit} more lines]"])
+    return "\n".join([*lines[:limit], f"... {len(lines) - limit} more lines (use --full)"])
 
 
 class BaselineSpeedup(BaseModel):
@@ -153,7 +155,8 @@ def _turn(turn: TurnView, *, full: bool) -> RenderableType:
         shown = text if full else clip_lines(text, MAX_PROMPT_LINES)
         parts.append(Text.assemble((f"{role}: ", "bold magenta"), shown))
     if turn.text:
-        parts.append(Text.assemble(("assistant: ", "bold cyan"), turn.text))
+        said = turn.text if full else clip_lines(turn.text, MAX_TEXT_LINES)
+        parts.append(Text.assemble(("assistant: ", "bold cyan"), said))
     for step in turn.steps:
         parts.append(_step(step, full=full))
     for verdict in turn.verdicts:
@@ -180,16 +183,18 @@ def _turn(turn: TurnView, *, full: bool) -> RenderableType:
 
 
 def _step(step: ToolStepView, *, full: bool) -> RenderableType:
-    mark = ("✗", "red") if step.is_error else ("✓", "green")
+    mark = ("•", "dim") if step.compile_only else ("✗", "red") if step.is_error else ("✓", "green")
     head = Text.assemble(
         ("→ ", "bold"), (step.name, "bold yellow"), f"({step.arguments})" if step.arguments else "()"
     )
     parts: list[RenderableType] = [head]
     if step.diff is not None:
-        parts.append(Syntax(step.diff, "diff", theme="ansi_dark", word_wrap=True))
+        diff = step.diff if full else clip_lines(step.diff, MAX_DIFF_LINES)
+        parts.append(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
     if step.answered:
         result = step.result if full else clip_lines(step.result, MAX_RESULT_LINES)
-        parts.append(Text.assemble((f"{mark[0]} ", mark[1]), (result, "red" if step.is_error else "")))
+        failed = step.is_error and not step.compile_only
+        parts.append(Text.assemble((f"{mark[0]} ", mark[1]), (result, "red" if failed else "")))
     else:
         parts.append(Text("(no result recorded)", style="yellow"))
     return Group(*parts)

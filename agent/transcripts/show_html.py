@@ -94,8 +94,9 @@ def _step(step: ToolStepView) -> str:
     if step.diff is not None and step.path is not None:
         parts.append(f'<pre class="diff">{highlight_diff(step.diff, step.path)}</pre>')
     if step.answered:
-        kind = "error" if step.is_error else "ok"
-        mark = "✗" if step.is_error else "✓"
+        failed = step.is_error and not step.compile_only  # a dry run's verify or profile is neutral
+        kind = "error" if failed else "ok"
+        mark = "•" if step.compile_only else "✗" if failed else "✓"
         body = escape(step.result)
         if len(step.result.splitlines()) > 30:
             parts.append(

@@ -22,6 +22,10 @@ from agent.transcripts.format import (
 _LONG_ARGUMENTS = ("content", "old_string", "new_string")
 
 
+DRY_RUN_MARK = "compile-only dry run (--allow-no-gpu)"
+"""What agent.tools.pipeline.DRY_RUN_NOTE says in a dry run's verify and profile results."""
+
+
 class ToolStepView(BaseModel):
     call_id: str
     name: str
@@ -33,6 +37,11 @@ class ToolStepView(BaseModel):
     is_error: bool = False
     duration_s: float = 0.0
     answered: bool = False
+
+    @property
+    def compile_only(self) -> bool:
+        """A verify or profile of a compile-only dry run: nothing could be judged, nothing failed."""
+        return self.is_error and DRY_RUN_MARK in self.result
 
 
 class VerdictView(BaseModel):
