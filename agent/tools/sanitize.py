@@ -33,7 +33,7 @@ SHOWN = 5
 _PREFIX = re.compile(r"^=========\s?")
 _AT = re.compile(r"^\s+at (?P<kernel>.+?)(?:\+0x[0-9a-f]+)? in (?P<where>\S+?)(?::(?P<line>\d+))?\s*$")
 _BY = re.compile(r"^\s+by thread (?P<thread>\([\d, ]+\)) in block (?P<block>\([\d, ]+\))")
-_ADDRESS = re.compile(r"^\s+(?:Address|Access at) (?P<address>0x[0-9a-fA-F]+) (?P<what>.*)$")
+_ADDRESS = re.compile(r"^\s+(?:Address|Access(?: at| to)?) (?P<address>0x[0-9a-fA-F]+)\s*(?P<what>.*)$")
 _AND_IS = re.compile(r"^\s+and is (?P<what>.*)$")
 _RACE = re.compile(
     r"^(?P<sev>Error|Warning): Race reported between (?P<first>\w+) access at (?P<kernel>.+?)(?:\+0x[0-9a-f]+)? "
@@ -72,15 +72,21 @@ class SanitizerReport(BaseModel):
     api_errors: list[str] = Field(default_factory=list, description="'Program hit ...' lines")
 
 
-def _place(where: str | None, line: str | None, workspace_root: str) -> str | None:
+def _place(where: str | None, line: str | None, workspace_root: str, sources: tuple[str, ...]) -> str | None:
+    """A workspace file by its workspace path (under the sandbox's root, or a path ending in one
+    of the workspace's sources: the build may name it through another folder); any other file by
+    its name only."""
     if not where:
         return None
     prefix = workspace_root.rstrip("/") + "/"
-    shown = where.removeprefix(prefix) if where.startswith(prefix) else where.rsplit("/", 1)[-1]
+    own = next((rel for rel in sources if where.endswith("/" + rel)), None)
+    shown = where.removeprefix(prefix) if where.startswith(prefix) else own or where.rsplit("/", 1)[-1]
     return f"{shown}:{line}" if line else shown
 
 
-def parse_sanitizer(output: str, tool_name: str, workspace_root: str) -> SanitizerReport:
+def parse_sanitizer(
+    output: str, tool_name: str, workspace_root: str, sources: tuple[str, ...] = ()
+) -> SanitizerReport:
     """compute-sanitizer's text output (its own lines start with =========) as findings; a finding
     repeated for other threads is folded into the first (count)."""
     report = SanitizerReport(tool=tool_name)
@@ -119,7 +125,7 @@ def parse_sanitizer(output: str, tool_name: str, workspace_root: str) -> Sanitiz
                 current = SanitizerFinding(
                     what=f"{race.group('sev')}: race between a {race.group('first').lower()} access",
                     kernel=race.group("kernel").strip(),
-                    location=_place(race.group("where"), race.group("line"), workspace_root),
+                    location=_place(race.group("where"), race.group("line"), workspace_root, sources),
                 )
             else:
                 current = SanitizerFinding(what=line.strip()[:200])
@@ -128,7 +134,7 @@ def parse_sanitizer(output: str, tool_name: str, workspace_root: str) -> Sanitiz
             continue
         if (at := _AT.match(line)) is not None and current.kernel is None:
             current.kernel = at.group("kernel").strip()
-            current.location = _place(at.group("where"), at.group("line"), workspace_root)
+            current.location = _place(at.group("where"), at.group("line"), workspace_root, sources)
         elif (by := _BY.match(line)) is not None:
             current.thread, current.block = by.group("thread"), by.group("block")
         elif (address := _ADDRESS.match(line)) is not None:
@@ -138,7 +144,9 @@ def parse_sanitizer(output: str, tool_name: str, workspace_root: str) -> Sanitiz
             current.detail = f"{current.detail}, {more.group('what').strip()}".strip(", ")
         elif (other := _RACE_OTHER.match(line)) is not None:
             current.what += f" and a {other.group('second').lower()} access"
-            current.other_location = _place(other.group("where"), other.group("line"), workspace_root)
+            current.other_location = _place(
+                other.group("where"), other.group("line"), workspace_root, sources
+            )
             if other.group("hazards"):
                 current.detail = f"{other.group('hazards')} hazards"
     close()
@@ -196,7 +204,10 @@ def sanitize(ctx: ToolContext, check: Literal["memcheck", "racecheck"] = "memche
     )
     prefix = [binary, "--tool", check, "--print-limit", str(PRINT_LIMIT), "--show-backtrace", "no"]
     outcome = run_candidate_under(ctx, "sanitize", prefix)
-    report = parse_sanitizer(outcome.stdout + "\n" + outcome.stderr, check, ctx.sandbox.workspace_path)
+    sources = tuple(p.relative_to(ctx.workspace.root).as_posix() for p in ctx.workspace.sources())
+    report = parse_sanitizer(
+        outcome.stdout + "\n" + outcome.stderr, check, ctx.sandbox.workspace_path, sources
+    )
     data = report.model_dump(mode="json")
     if not report.findings and report.summary is None and not outcome.ok:
         raise ToolError(

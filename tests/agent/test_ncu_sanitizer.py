@@ -153,6 +153,16 @@ def test_a_clean_run_says_no_findings() -> None:
     assert render_sanitizer(report) == "compute-sanitizer memcheck: no findings (0 errors)"
 
 
+def test_the_newer_access_line_and_a_workspace_reached_through_another_folder() -> None:
+    text = MEMCHECK_STDOUT.replace(
+        "Address 0x7f1c2e400000 is out of bounds", "Access to 0x7f1c2e400000 is out of bounds"
+    )
+    text = text.replace("/workspace/kernels/relu.cu", "/tmp/gpu-tools-x/ws/kernels/relu.cu")
+    (finding,) = parse_sanitizer(text, "memcheck", "/workspace", ("binding.cpp", "kernels/relu.cu")).findings
+    assert (finding.address, finding.detail.split(",")[0]) == ("0x7f1c2e400000", "is out of bounds")
+    assert finding.location == "kernels/relu.cu:14"
+
+
 def test_files_outside_the_workspace_are_named_by_file_name_only() -> None:
     text = MEMCHECK_STDOUT.replace("/workspace/kernels/relu.cu", "/usr/include/cuda/std/detail/x.h")
     (finding,) = parse_sanitizer(text, "memcheck", "/workspace").findings
