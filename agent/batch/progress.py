@@ -151,8 +151,10 @@ class LogProgress(ProgressState):
         )
 
     def note(self, message: str) -> None:
+        repeated = bool(self.notes) and self.notes[-1] == message
         super().note(message)
-        self.console.print(message, markup=False)
+        if not repeated:  # a log says a thing once, however often it is noted
+            self.console.print(message, markup=False)
 
     def stop(self) -> None:
         self.console.print(
