@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.markup import escape
@@ -41,7 +41,11 @@ from agent.cli.common import (
 )
 from agent.cli.common import EXIT_USAGE as EXIT_USAGE
 
+if TYPE_CHECKING:
+    from agent.build.compile import CompileResult
+
 EXIT_FAILED, EXIT_NO_GPU = 1, 3  # and EXIT_USAGE (2), agent.cli.common's
+MAX_ERRORS_SHOWN = 5
 POLICIES = ("strict", "kernelbench")
 
 
@@ -270,14 +274,40 @@ def compile_command(
         console.print(f"[green]✓[/] {result.feedback()}  [dim]({result.mode}; {result.build_dir})[/]")
         if result.arch_source.startswith("no GPU"):
             console.print(f"[dim]{result.arch_source}[/]")
-    else:
-        console.print(f"[red]✗[/] {escape(result.feedback())}", highlight=False)
     if not result.ok:
-        first = result.errors[0] if result.errors else None
-        if first is not None and first.file is not None:  # named as the user named it
-            where = solution if solution.is_file() else solution / first.file
-            first = first.model_copy(update={"file": str(where), "context": ""})
-        fail(f"the build failed: {first.render() if first else result.message}", code=EXIT_FAILED)
+        _print_build_failure(result, solution, quiet=as_json)
+
+
+def _print_build_failure(result: CompileResult, solution: Path, *, quiet: bool) -> NoReturn:
+    """Each error once: listed on stdout (files named as the user named them, duplicates dropped),
+    then one line on stderr that says where the first one is."""
+    errors = []
+    for error in result.errors:
+        if error.file is not None:
+            where = solution if solution.is_file() else solution / error.file
+            error = error.model_copy(update={"file": str(where)})
+        if error.render() not in (e.render() for e in errors):
+            errors.append(error)
+    if not errors:
+        fail(
+            f"the build failed ({result.status}): {result.message or 'no error was reported'}",
+            code=EXIT_FAILED,
+        )
+    if not quiet:
+        head = f"compile failed ({result.status})" + (f": {result.message}" if result.message else "")
+        console.print(f"[red]✗[/] {escape(head)}", highlight=False)
+        for error in errors[:MAX_ERRORS_SHOWN]:
+            console.print(error.render(), highlight=False, markup=False)
+        if len(errors) > MAX_ERRORS_SHOWN:
+            console.print(f"... and {len(errors) - MAX_ERRORS_SHOWN} more errors", highlight=False)
+        if result.log_path:
+            console.print(f"full log: {result.log_path}", highlight=False, markup=False, soft_wrap=True)
+    first = errors[0]
+    where = "".join(
+        [first.file or "the build", *(f":{n}" for n in (first.line, first.column) if n is not None)]
+    )
+    count = f"{len(errors)} errors, the first" if len(errors) > 1 else "1 error"
+    fail(f"the build failed: {count} at {where}" + ("" if quiet else " (above)"), code=EXIT_FAILED)
 
 
 eval_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)

@@ -210,3 +210,18 @@ def test_show_opens_with_the_summary(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0].startswith("╭─ summary"), proc.stdout[:400]
     assert "outcome" in "\n".join(proc.stdout.splitlines()[:4])
+
+
+def test_a_failed_build_prints_each_error_once(tmp_path: Path) -> None:
+    solution = tmp_path / "ws"
+    solution.mkdir()
+    for path in RELU_SOLUTION.rglob("*"):
+        if path.is_file():
+            (solution / path.relative_to(RELU_SOLUTION)).parent.mkdir(parents=True, exist_ok=True)
+            (solution / path.relative_to(RELU_SOLUTION)).write_bytes(path.read_bytes())
+    (solution / "model_new.py").write_text("import torch\n\nclass ModelNew(:\n    pass\n")
+    proc = run_agent(["compile", str(solution)], cwd=tmp_path)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output
+    assert output.count("SyntaxError") == 1, output
+    assert proc.stderr.strip() == f"error: the build failed: 1 error at {solution}/model_new.py:3:16 (above)"
