@@ -225,3 +225,32 @@ def test_a_failed_build_prints_each_error_once(tmp_path: Path) -> None:
     assert proc.returncode == 1, output
     assert output.count("SyntaxError") == 1, output
     assert proc.stderr.strip() == f"error: the build failed: 1 error at {solution}/model_new.py:3:16 (above)"
+
+
+def test_a_run_whose_sandbox_is_refused_leaves_no_output_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sandbox refuses after the output folder and workspace were made (docker without its
+    image or GPU runtime does): the folders this run made are gone, the user's are kept."""
+    from typer.testing import CliRunner
+
+    import agent.cli.solve
+    import agent.run.solve
+    from agent.cli.app import app
+    from sandbox.base import SandboxError
+    from tests.agent.fakes import FakeReferee
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise SandboxError("docker sandbox: the GPU runtime is missing")
+
+    monkeypatch.setattr(agent.cli.solve, "make_referee", lambda **options: FakeReferee(gpu=None))
+    monkeypatch.setattr(agent.run.solve, "open_sandbox", refuse)
+    (tmp_path / "mine").mkdir()
+    out = tmp_path / "mine" / "new" / "run"
+    transcript = REPO / "tests" / "transcripts" / "data" / "v1_relu.jsonl"
+    args = ["solve", str(RELU_TASK), "--model", f"replay:{transcript}", "--allow-no-gpu", "--out", str(out)]
+    result = CliRunner().invoke(app, [*args, "--quiet"])
+    assert result.exit_code == 2, result.output
+    assert "the GPU runtime is missing" in result.output
+    assert not (tmp_path / "mine" / "new").exists()
+    assert (tmp_path / "mine").is_dir()
