@@ -252,8 +252,7 @@ class SingleFileSolution:
             raise WorkspaceError(
                 f"{source}: cannot be read ({exc.strerror}); give a regular .py file"
             ) from None
-        digest = hashlib.sha256(str(source).encode() + b"\0" + data).hexdigest()
-        root = cache_dir() / "single-file" / digest[:20]
+        root = cls.staging_root(source, data)
         root.mkdir(parents=True, exist_ok=True)
         try:
             write_file(root, source.name, data)
@@ -262,6 +261,12 @@ class SingleFileSolution:
                 f"{root}: cannot stage {source.name} there ({exc}); remove that folder"
             ) from None
         return cls(root / source.name, source=source)
+
+    @staticmethod
+    def staging_root(source: Path, data: bytes) -> Path:
+        """The folder `stage` copies the file at `source` (resolved) with content `data` into."""
+        digest = hashlib.sha256(str(source).encode() + b"\0" + data).hexdigest()
+        return cache_dir() / "single-file" / digest[:20]
 
     @property
     def entry(self) -> Path:

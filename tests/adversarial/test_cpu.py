@@ -214,10 +214,11 @@ def test_cpu_candidate_gets_its_verdict(cand: Candidate, tmp_path: Path) -> None
     verdicts, flag, catch = _expectation(cand)
     path = materialize(cand, load_task(cand.task_path, instantiate=False), tmp_path / cand.name)
     task = load_task(CPU_TASKS / f"{cand.expected['cpu_task']}.py", instantiate=False)
-    with open_sandbox("local", workspace=path.parent) as box:
+    solution = open_solution(path)  # a single file is judged from its staged copy
+    with open_sandbox("local", workspace=solution.root) as box:
         result = judge_compiled(
             task,
-            open_solution(path),
+            solution,
             python_only_compile(path),
             EvalOptions(
                 policy=cand.policy,

@@ -91,10 +91,11 @@ def test_a_hostile_task_in_the_judge_reaches_no_key_file_or_port(
     task_file.parent.mkdir()
     task_file.write_text(HOSTILE_TASK.format(victims=victims, port=listener.getsockname()[1]))
     candidate = copy_candidate("relu_numpy", tmp_path / "candidate")
-    with open_sandbox("local", workspace=candidate.parent) as box:
+    solution = open_solution(candidate)  # judged from its staged copy
+    with open_sandbox("local", workspace=solution.root) as box:
         result = judge_compiled(
             load_task(task_file, instantiate=False),
-            open_solution(candidate),
+            solution,
             python_only_compile(candidate),
             EvalOptions(policy="strict", device="cpu", trials=1, compile_mode=None, timing=QUICK_TIMING),
             sandbox=box,

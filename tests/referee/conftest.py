@@ -97,10 +97,11 @@ def judge_cpu(tmp_path: Path) -> JudgeCpu:
         options.setdefault("run_timeout_s", 120.0)
         options.setdefault("compile_mode", None)
         options.setdefault("timing", QUICK_TIMING)
-        with open_sandbox("local", workspace=path.parent) as box:
+        solution = open_solution(path)  # a single file is judged from its staged copy
+        with open_sandbox("local", workspace=solution.root) as box:
             return judge_compiled(
                 load_task(TASKS / f"{task}.py", instantiate=False),
-                open_solution(path),
+                solution,
                 python_only_compile(path),
                 EvalOptions(policy=policy, device="cpu", **options),  # type: ignore[arg-type]
                 sandbox=box,

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from agent.workspace import SingleFileSolution
 from sandbox.paths import gpu_gate_dir
 from sandbox.workers.candidate_child import WAIT_TO_RUN
 from sandbox.workers.gpu_gate import GpuGate, gate_files
-from tests.referee.conftest import JudgeCpu
+from tests.referee.conftest import PYTHON_CANDIDATES, JudgeCpu
 
 
 def test_honest_candidate_is_correct_and_timed(judge_cpu: JudgeCpu) -> None:
@@ -188,17 +189,21 @@ def test_the_candidate_starts_while_another_evaluation_holds_the_gpu(
     with ThreadPoolExecutor(1) as pool, GpuGate(str(gate)) as other:  # the gate is let go first
         other.hold("exclusive")  # another evaluation times
         judged = pool.submit(judge_cpu, "relu_small", "relu_numpy", profile=False)
-        progress = _progress_reaching(tmp_path / "relu_numpy", WAIT_TO_RUN, timeout_s=120)
+        source = tmp_path / "relu_numpy" / "relu_numpy.py"
+        progress = _progress_reaching(source, WAIT_TO_RUN, timeout_s=120)
         assert "import torch" in progress  # the child started and imported torch meanwhile
         time.sleep(1.0)
-        assert "reference state" not in _progress_reaching(tmp_path / "relu_numpy", WAIT_TO_RUN, timeout_s=1)
+        assert "reference state" not in _progress_reaching(source, WAIT_TO_RUN, timeout_s=1)
         other.release()
         result = judged.result(timeout=300)
     assert result.verdict == "correct", result.feedback()
     assert result.stage_times.candidate_stages[WAIT_TO_RUN] >= 1.0
 
 
-def _progress_reaching(solution_root: Path, stage: str, *, timeout_s: float) -> str:
+def _progress_reaching(source: Path, stage: str, *, timeout_s: float) -> str:
+    """The progress file of the candidate copied to `source` (judge_cpu), in the folder it is staged in."""
+    content = (PYTHON_CANDIDATES / source.name).read_bytes()
+    solution_root = SingleFileSolution.staging_root(source.resolve(), content)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         for progress in solution_root.glob(".referee/*/progress.txt"):
