@@ -1,0 +1,229 @@
+"""Partition a traced op graph into fusible regions.
+
+Regions are contiguous runs of the trace (its order is a topological order, so regions never form
+a cycle and run one after another). Rules, node by node:
+
+- views and layout copies (clone, contiguous) join the next region that starts or grows (a region boundary then passes the base tensor,
+  not a strided view of it); views at the end join the last region;
+- an elementwise operator joins the open region when it reads a tensor that region produced
+  (a GEMM/conv/norm/reduction/softmax epilogue, or a longer chain); otherwise it starts a chain;
+- a reduction joins an open elementwise chain it reads (its prologue);
+- softmax joins an open region holding one GEMM it reads (scores), and a GEMM that reads such a
+  region's softmax closes it as attention (matmul-softmax-matmul);
+- GEMMs, convolutions, norms and pooling start a region; anything else is a region of its own.
+
+Every node belongs to exactly one region.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from agent.regions.cost import H200, Rates, nbytes, node_eager_s, node_flops, op_class, ref_meta, tensor_refs
+from agent.templates.graph import OpGraph, OpNode, Ref, TensorMeta
+
+_CHAIN = frozenset({"ewise", "identity"})
+
+
+class RegionValue(BaseModel):
+    """A tensor crossing a region's boundary: what it is in the whole graph, and its layout."""
+
+    ref: Ref
+    meta: TensorMeta
+
+    @property
+    def key(self) -> tuple[str, int | str | None, int]:
+        return _key(self.ref)
+
+
+class Region(BaseModel):
+    index: int
+    kind: str = Field(
+        description="attention, gemm, conv, norm, softmax, reduction, pool, elementwise, view or an op"
+    )
+    nodes: list[int]
+    ops: list[str]
+    inputs: list[RegionValue] = Field(
+        description="tensors read from outside: model inputs, other regions' outputs, constants"
+    )
+    params: list[str] = Field(description="the model's parameters and buffers the region reads")
+    outputs: list[RegionValue] = Field(description="tensors used after the region or returned by the model")
+    flops: float
+    bytes: int = Field(description="fused: external inputs and parameters read once, outputs written once")
+    floor_s: float
+    eager_s: float = Field(description="estimate: each operator alone at its floor plus a launch")
+
+    @property
+    def label(self) -> str:
+        shown = [op for op in dict.fromkeys(self.ops) if op not in _VIEW_NAMES][:4]
+        return f"r{self.index:02d} {self.kind}: " + ("+".join(shown) or "views")
+
+
+_VIEW_NAMES = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "unsqueeze",
+        "squeeze",
+        "slice",
+        "select",
+        "alias",
+        "split",
+        "split_with_sizes",
+        "unbind",
+    }
+)
+
+
+def _key(ref: Ref) -> tuple[str, int | str | None, int]:
+    match ref.t:
+        case "node":
+            return ("node", ref.id, ref.out)
+        case "input":
+            return ("input", ref.index, 0)
+        case "param":
+            return ("param", ref.name, 0)
+    return ("constant", f"{ref.shape}:{ref.dtype}", 0)
+
+
+class _Open:
+    def __init__(self, start_class: str) -> None:
+        self.nodes: list[OpNode] = []
+        self.classes: list[str] = []
+        self.start = start_class
+
+    def produced(self) -> set[int]:
+        return {n.id for n in self.nodes}
+
+    def reads_from_me(self, node: OpNode) -> bool:
+        mine = self.produced()
+        return any(r.t == "node" and r.id in mine for r in tensor_refs(node))
+
+    def count(self, cls: str) -> int:
+        return self.classes.count(cls)
+
+
+def _joins(current: _Open | None, node: OpNode, cls: str) -> bool:
+    if current is None or not current.reads_from_me(node):
+        return False
+    if cls in _CHAIN:
+        return current.start != "other"
+    if cls == "reduce":
+        return current.start in _CHAIN
+    if cls == "softmax":
+        return current.count("gemm") == 1 and current.count("softmax") == 0
+    if cls == "gemm":
+        return current.count("gemm") == 1 and current.count("softmax") == 1
+    return False
+
+
+def _auxiliary(graph: OpGraph, node: OpNode) -> bool:
+    """A scalar or empty side product that reads only parameters (BatchNorm's batch counter,
+    its empty reserve): it rides with the next region instead of making one of its own."""
+    if any(r.t not in ("param", "constant") for r in tensor_refs(node)):
+        return False
+    return all(o is None or o.numel <= 1 for o in node.outputs)
+
+
+def partition(graph: OpGraph, rates: Rates = H200) -> list[Region]:
+    groups: list[_Open] = []
+    pending: list[OpNode] = []
+    current: _Open | None = None
+    for node in graph.nodes:
+        cls = op_class(node)
+        if cls in ("view", "identity") or _auxiliary(graph, node):
+            pending.append(node)
+            continue
+        # A view made for this node counts as read from the open region when its base was.
+        probe = current
+        if probe is not None and pending:
+            probe.nodes.extend(pending)
+            joined = _joins(probe, node, cls)
+            del probe.nodes[len(probe.nodes) - len(pending) :]
+        else:
+            joined = _joins(current, node, cls)
+        if not joined or current is None:
+            current = _Open(cls)
+            groups.append(current)
+        current.nodes.extend(pending)
+        current.classes.extend("view" for _ in pending)
+        pending = []
+        current.nodes.append(node)
+        current.classes.append(cls)
+    if pending:
+        if current is None:
+            current = _Open("view")
+            groups.append(current)
+        current.nodes.extend(pending)
+        current.classes.extend("view" for _ in pending)
+    return [_region(graph, i, g, rates) for i, g in enumerate(groups)]
+
+
+def _kind(group: _Open) -> str:
+    classes = set(group.classes)
+    if group.count("gemm") == 2 and "softmax" in classes:
+        return "attention"
+    for cls, name in (
+        ("conv", "conv"),
+        ("gemm", "gemm"),
+        ("norm", "norm"),
+        ("pool", "pool"),
+        ("softmax", "softmax"),
+        ("reduce", "reduction"),
+        ("scan", "scan"),
+    ):
+        if cls in classes:
+            return name
+    if "ewise" in classes or "identity" in classes:
+        return "elementwise"
+    if classes <= {"view"}:
+        return "view"
+    return next(n.name for n, c in zip(group.nodes, group.classes, strict=True) if c != "view")
+
+
+def _region(graph: OpGraph, index: int, group: _Open, rates: Rates) -> Region:
+    ids = {n.id for n in group.nodes}
+    inputs: dict[tuple, RegionValue] = {}
+    params: list[str] = []
+    for node in group.nodes:
+        for ref in tensor_refs(node):
+            if ref.t == "param":
+                if ref.name not in params:
+                    params.append(ref.name or "")
+            elif not (ref.t == "node" and ref.id in ids):
+                meta = ref_meta(graph, ref)
+                if meta is not None and _key(ref) not in inputs:
+                    inputs[_key(ref)] = RegionValue(ref=ref, meta=meta)
+    used_later: set[tuple] = set()
+    for node in graph.nodes:
+        if node.id not in ids:
+            used_later.update(_key(r) for r in tensor_refs(node) if r.t == "node" and r.id in ids)
+    for ref in graph.outputs:
+        if ref.t == "node" and ref.id in ids:
+            used_later.add(_key(ref))
+    outputs = []
+    for node in group.nodes:
+        for k, meta in enumerate(node.outputs):
+            if meta is not None and ("node", node.id, k) in used_later:
+                outputs.append(RegionValue(ref=Ref(t="node", id=node.id, out=k), meta=meta))
+    flops = sum(node_flops(graph, n) for n in group.nodes)
+    moved = sum(nbytes(v.meta) for v in inputs.values()) + sum(nbytes(graph.param(p)) for p in params)
+    moved += sum(nbytes(v.meta) for v in outputs)
+    dtype = outputs[0].meta.dtype if outputs else "float32"
+    return Region(
+        index=index,
+        kind=_kind(group),
+        nodes=[n.id for n in group.nodes],
+        ops=[n.name for n in group.nodes],
+        inputs=list(inputs.values()),
+        params=params,
+        outputs=outputs,
+        flops=flops,
+        bytes=moved,
+        floor_s=rates.floor_s(flops, moved, dtype),
+        eager_s=sum(node_eager_s(graph, n, rates) for n in group.nodes),
+    )
