@@ -145,9 +145,10 @@ def measure_baselines(
         judged = dict(result)
     baselines.resolve(judged)  # type: ignore[arg-type]
     stats = baselines.stats
+    eager, compiled = stats.get("eager"), stats.get("compile")
     return BaselineTimes(
-        eager_ms=stats["eager"].median_ms if stats.get("eager") else None,
-        compile_ms=stats["compile"].median_ms if stats.get("compile") else None,
+        eager_ms=eager.median_ms if eager is not None else None,
+        compile_ms=compiled.median_ms if compiled is not None else None,
         compile_mode=baselines.compile_mode,
         bandwidth_gbps=baselines.bandwidth,
         noise={arm: s.relative_spread for arm, s in stats.items() if s is not None},
