@@ -14,6 +14,7 @@ import typer
 
 from agent.cli.batch import batch_command, report_command
 from agent.cli.eval import compile_command, eval_command, tasks_command
+from agent.cli.profile import profile_command
 from agent.cli.export_tasks import export_tasks_command
 from agent.cli.sandbox import sandbox_app
 from agent.cli.solve import solve_command
@@ -98,6 +99,7 @@ app.command("eval")(eval_command)
 app.command("batch")(batch_command)
 app.command("report")(report_command)
 app.command("tune")(tune_command)
+app.command("profile")(profile_command)
 app.add_typer(sandbox_app, name="sandbox")
 app.command("replay")(replay_command)
 app.command("show")(show_command)
