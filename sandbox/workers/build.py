@@ -123,6 +123,7 @@ def build_single_file(spec: SingleFileBuildSpec) -> BuildOutcome:
     import runpy
     import traceback
 
+    import hub_offline
     import inline_build
 
     build_dir = Path(spec["build_dir"])
@@ -135,6 +136,8 @@ def build_single_file(spec: SingleFileBuildSpec) -> BuildOutcome:
     with exclusive(build_dir):
         started = time.monotonic()
         try:
+            with open(spec["solution"], encoding="utf-8", errors="replace") as handle:
+                hub_offline.prepare(handle.read())
             runpy.run_path(spec["solution"], run_name="__kernel_agent_solution__")
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):

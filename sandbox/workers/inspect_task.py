@@ -23,6 +23,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import hub_offline
 from protocol import ArgDescription, InspectResult, TaskFailed, TaskReport, emit, stdout_to_stderr
 
 META_FORWARD_S = 1.0
@@ -73,6 +74,7 @@ def inspect_file(path: str) -> TaskReport:
 
     stage = "import"
     try:
+        hub_offline.prepare(_source(path))
         torch.manual_seed(0)
         namespace = runpy.run_path(path, run_name="__kernel_agent_task__")
         for name in ("Model", "get_inputs", "get_init_inputs"):
@@ -120,6 +122,14 @@ def inspect_file(path: str) -> TaskReport:
         if isinstance(exc, OSError) and exc.errno == errno.EFBIG:  # Python ignores SIGXFSZ
             message += ": it wrote a file past the sandbox's file-size limit (RLIMIT_FSIZE)"
         return {"path": path, "ok": False, "error": {"stage": stage, "message": message}}
+
+
+def _source(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""  # runpy then reports why it cannot be read
 
 
 class _OutOfTime(Exception):
@@ -274,6 +284,9 @@ def main(argv: list[str]) -> None:
     # here, not in every child.
     with torch.no_grad(), torch.device("meta"):
         torch.nn.Conv2d(3, 4, 3)(torch.empty(1, 3, 8, 8)).relu().sum()
+    # transformers takes seconds to import: once here for every task that loads a model by name.
+    for path in argv:
+        hub_offline.prepare(_source(path))
 
     result: InspectResult = {"tasks": inspect_all(argv, timeout, jobs)}
     emit(result)

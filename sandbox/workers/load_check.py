@@ -41,6 +41,7 @@ def check(module_path: str, name: str, sources: list[str], entry: str, reference
     if extension is None:
         return report
     sys.modules[name] = extension
+    _offline_hub(entry, reference)
     model_new = _import_entry(entry, report)
     if model_new is None:
         return report
@@ -110,6 +111,18 @@ def referencing_line(readable: str, sources: list[str]) -> tuple[str, int] | Non
                 return source, number
             fallback = fallback or (source, number)
     return fallback
+
+
+def _offline_hub(*paths: str | None) -> None:
+    """Models loaded by name (level-4 tasks, and a ModelNew that wraps one) come from the shipped
+    configs: there is no network here."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import hub_offline
+
+    for path in paths:
+        if path and os.path.isfile(path):
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                hub_offline.prepare(handle.read())
 
 
 def _import_entry(entry: str, report: LoadReport) -> Any:

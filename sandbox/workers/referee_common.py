@@ -48,6 +48,9 @@ class StageFailure(Exception):
 # -- the task ---------------------------------------------------------------------------------
 def load_task_module(source: str, filename: str) -> dict[str, Any]:
     """Run a task's source as module `kernel_agent_reference` and return its namespace."""
+    import hub_offline
+
+    hub_offline.prepare(source)
     module = types.ModuleType("kernel_agent_reference")
     module.__file__ = filename
     sys.modules[module.__name__] = module

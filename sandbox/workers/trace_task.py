@@ -24,6 +24,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import hub_offline
 from protocol import emit, stdout_to_stderr
 
 CPU_FALLBACK_BYTES = 1 << 30
@@ -193,6 +194,8 @@ def trace_file(path: str) -> dict[str, Any]:
     result: dict[str, Any] = {"path": path, "ok": False, "notes": []}
     stage = "import"
     try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            hub_offline.prepare(handle.read())
         namespace = runpy.run_path(path, run_name="__kernel_agent_task__")
         for name in ("Model", "get_inputs", "get_init_inputs"):
             if name not in namespace:
@@ -292,6 +295,12 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--timeout"]:
         timeout, argv = float(argv[1]), argv[2:]
     _warm_up()
+    for path in argv:  # transformers imported once, before forking, for tasks that load a model by name
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                hub_offline.prepare(handle.read())
+        except OSError:
+            pass  # the child reports why the file cannot be read
     emit({"tasks": [trace_in_child(path, timeout) for path in argv]})
 
 
