@@ -106,13 +106,13 @@ def _patch_transformers() -> None:
         if _is_local(name):
             return original_auto_model(cls, name, *args, **kwargs)
         config = given_config(name, kwargs.get("config"))
-        return cls.from_config(config, **model_kwargs(kwargs))
+        return cls.from_config(config, **model_kwargs(kwargs)).eval()  # as from_pretrained leaves it
 
     def model_from_pretrained(cls: type, name: Any, *args: Any, **kwargs: Any) -> Any:
         if _is_local(name):
             return original_model(cls, name, *args, **kwargs)
         config = given_config(name, kwargs.get("config"))
-        return cls._from_config(config, **model_kwargs(kwargs))
+        return cls._from_config(config, **model_kwargs(kwargs)).eval()
 
     setattr(AutoConfig, _LOADER, classmethod(auto_config_from_pretrained))
     setattr(PreTrainedModel, _LOADER, classmethod(model_from_pretrained))
