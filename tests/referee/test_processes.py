@@ -85,14 +85,18 @@ def test_stderr_tail_drops_profiler_chatter() -> None:
 
 HOST = """
 import json, sys, time
+from agent.paths import cache_dir
 from agent.referee.processes import JudgeProcess
 
+# The judge is confined: the one place it may write is its torch.compile cache.
+mark = cache_dir() / "referee" / "inductor" / "judging"
 judge = JudgeProcess(device="cpu")
-task = "import time\\nMARK = open(%r, 'w').write('judging')\\ntime.sleep(300)\\n"
+task = "import time\\nMARK = open(%r, 'w').write('judging')\\ntime.sleep(300)\\n" % str(mark)
 spec = {"device": "cpu", "task_source": task, "task_filename": "task.py", "init_seed": 1}
 judge.proc.stdin.write((json.dumps(spec) + "\\n").encode())
 judge.proc.stdin.flush()
 print(judge.proc.pid, flush=True)
+print(mark, flush=True)
 time.sleep(300)
 """
 
@@ -100,25 +104,35 @@ time.sleep(300)
 def test_a_judge_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
     """Killing a batch or `agent eval` must not leave its judges running baselines on the GPU
     (the judge has a session of its own, so the host's process group does not reach it)."""
-    mark = tmp_path / "judging"
+    env = {**os.environ, "KERNEL_AGENT_CACHE": str(tmp_path / "cache")}
     host = subprocess.Popen(
-        [sys.executable, "-c", HOST % str(mark)], stdout=subprocess.PIPE, cwd=Path(__file__).parents[2]
+        [sys.executable, "-c", HOST], stdout=subprocess.PIPE, cwd=Path(__file__).parents[2], env=env
     )
     try:
         assert host.stdout is not None
         judge_pid = int(host.stdout.readline())
+        mark = Path(host.stdout.readline().decode().strip())
         deadline = time.monotonic() + 120
         while not mark.exists() and time.monotonic() < deadline:  # it imported torch and is working
             time.sleep(0.2)
         assert mark.exists(), "the judge never started on its spec"
-        assert alive(judge_pid)
+        judges = [judge_pid, *descendants(judge_pid)]  # bubblewrap and the judge inside it
+        assert all(alive(pid) for pid in judges)
     finally:
         host.kill()
         host.wait()
     deadline = time.monotonic() + 10
-    while alive(judge_pid) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in judges) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not alive(judge_pid), "the judge outlived the process that started it"
+    assert not any(alive(pid) for pid in judges), "the judge outlived the process that started it"
+
+
+def descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        for child in (task / "children").read_text().split():
+            found += [int(child), *descendants(int(child))]
+    return found
 
 
 def alive(pid: int) -> bool:

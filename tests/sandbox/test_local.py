@@ -52,7 +52,7 @@ def no_cgroups(monkeypatch: pytest.MonkeyPatch) -> None:
 @needs_bwrap
 def test_this_machine_gets_full_isolation(open_local) -> None:
     iso = open_local().isolation()
-    assert iso.filesystem and "read-only root" in iso.filesystem
+    assert iso.filesystem and "read-only system folders" in iso.filesystem
     assert iso.network and "network namespace" in iso.network
     assert iso.host_processes_hidden == "own pid namespace"
     assert iso.processes is not None
