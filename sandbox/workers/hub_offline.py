@@ -54,10 +54,15 @@ def prepare(source: str) -> None:
     global _prepared
     if _prepared or not needs_hub(source):
         return
+    # Hub offline mode before transformers loads, and again after (where it was loaded already):
+    # importing some models' code otherwise asks the Hub about attention kernels.
+    os.environ["HF_HUB_OFFLINE"] = "1"
     try:
+        import huggingface_hub.constants
         import transformers  # noqa: F401  the task imports it too; a missing package is its error
     except ImportError:
         return
+    huggingface_hub.constants.HF_HUB_OFFLINE = True
     _patch_transformers()
     _prepared = True
 
