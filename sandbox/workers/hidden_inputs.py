@@ -1,0 +1,206 @@
+"""Hidden input distributions and parameter perturbations, drawn from a trial's secret seed.
+
+A task's `get_inputs` usually draws `torch.rand` in [0, 1): a kernel that only works there (no
+negative values, no large magnitudes, a skipped term that is ~0 on that range) passes every
+trial. Here a trial's seed also picks a transform of its floating inputs: the task's own values,
+x3, x0.01, shifted up or down, negated, all zeros, all ones, large magnitude, or a mix of edge values (no
+denormals). Integer, boolean and index tensors are never touched.
+
+What is drawn depends on the seed through a keyed hash, never on the RNG streams the inputs come
+from: without the seed, the candidate cannot tell which transform a trial uses. Both sides call
+`hidden_inputs(values, seed, allowed)` on the inputs they rebuilt from the same seed and get the
+same tensors, bit for bit.
+
+Domain limits (log, sqrt, division) are the judge's to find: `safe_transforms` runs the reference
+on each transform of a probe input and keeps those whose outputs stay finite. The allowed set is
+part of the evaluation's spec (not secret: which transform a trial draws is).
+
+`perturb_state` moves every floating parameter and buffer away from its value by a seeded scale
+and offset (non-negative tensors, such as running variances, stay non-negative), applied to the
+reference and the candidate alike.
+
+torch and the standard library only; pure functions of their arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+TRANSFORMS: tuple[str, ...] = (
+    "task",
+    "scale_x3",
+    "scale_x0.01",
+    "shift_up",
+    "shift_down",
+    "negate",
+    "zeros",
+    "ones",
+    "large",
+    "edge",
+)
+# Largest magnitude the "large" and "edge" transforms reach: big enough to overflow a kernel that
+# squares in fp16 or skips the max subtraction, small enough for a sum of thousands to stay finite.
+LARGE_MAGNITUDE = {torch.float16: 1e3, torch.bfloat16: 1e4, torch.float32: 1e4, torch.float64: 1e4}
+
+# Magnitude of the shifts; their sign is the transform's (shift_up, shift_down), so the domain probe
+# can try both ends of the range a trial may draw.
+SHIFT_RANGE = (0.5, 2.0)
+
+_DOMAIN = b"kernel-agent hidden inputs v1"
+
+
+def _key(seed: int, purpose: bytes) -> int:
+    digest = hashlib.sha256(_DOMAIN + purpose + seed.to_bytes(16, "little", signed=False)).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+@dataclass(frozen=True)
+class HiddenDraw:
+    """What a trial's seed picked: the transform and the constants it uses."""
+
+    transform: str
+    shift: float
+    values_seed: int
+
+
+def draw(seed: int, allowed: Sequence[str] = TRANSFORMS) -> HiddenDraw:
+    """The transform and constants for the trial with this seed, among `allowed` (in any order)."""
+    unknown = [name for name in allowed if name not in TRANSFORMS]
+    if unknown:
+        raise ValueError(f"unknown hidden transform {unknown[0]!r}; choose from: {', '.join(TRANSFORMS)}")
+    choices = sorted(set(allowed), key=TRANSFORMS.index) if allowed else ["task"]
+    rng = random.Random(_key(seed & (2**128 - 1), b"draw"))
+    transform = rng.choice(choices)
+    shift = rng.uniform(*SHIFT_RANGE)
+    return HiddenDraw(transform=transform, shift=shift, values_seed=rng.getrandbits(63))
+
+
+def _edge_values(like: torch.Tensor) -> torch.Tensor:
+    info = torch.finfo(like.dtype)
+    big = LARGE_MAGNITUDE.get(like.dtype, 1e4)
+    # tiny * 16 is a normal number: denormals flush to zero on fast paths and would be a false alarm
+    magnitudes = [0.0, 1.0, 0.5, 1.0 - info.eps, 1.0 + info.eps, info.tiny * 16, big, math.pi]
+    values = magnitudes + [-m for m in magnitudes[1:]]
+    return torch.tensor(values, dtype=torch.float64)
+
+
+def _transform_tensor(tensor: torch.Tensor, chosen: HiddenDraw, index: int) -> torch.Tensor:
+    name = chosen.transform
+    if name == "task":
+        return tensor
+    if name == "scale_x3":
+        return tensor * 3
+    if name == "scale_x0.01":
+        return tensor * 0.01
+    if name == "shift_up":
+        return tensor + chosen.shift
+    if name == "shift_down":
+        return tensor - chosen.shift
+    if name == "negate":
+        return -tensor
+    if name == "zeros":
+        return torch.zeros_like(tensor)
+    if name == "ones":
+        return torch.ones_like(tensor)
+    if name == "large":
+        peak = float(tensor.detach().abs().max()) if tensor.numel() else 0.0
+        target = LARGE_MAGNITUDE.get(tensor.dtype, 1e4)
+        return tensor * (target / peak) if peak > 0 else torch.full_like(tensor, target)
+    if name == "edge":
+        gen = torch.Generator().manual_seed((chosen.values_seed + index) & (2**63 - 1))
+        pool = _edge_values(tensor)
+        picks = torch.randint(len(pool), tuple(tensor.shape), generator=gen)
+        return pool[picks].to(dtype=tensor.dtype, device=tensor.device)
+    raise ValueError(f"unknown hidden transform {name!r}")
+
+
+def apply(values: Sequence[Any], chosen: HiddenDraw) -> list[Any]:
+    """`values` with every floating tensor transformed (nested lists and tuples too); the k-th
+    floating tensor met depth-first uses stream k, so two sides walking the same inputs agree."""
+    counter = [0]
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            if not value.is_floating_point():
+                return value
+            counter[0] += 1
+            with torch.no_grad():
+                return _transform_tensor(value, chosen, counter[0] - 1)
+        if isinstance(value, (list, tuple)):
+            return type(value)(walk(v) for v in value)
+        return value
+
+    return [walk(v) for v in values]
+
+
+def hidden_inputs(values: Sequence[Any], seed: int, allowed: Sequence[str] = TRANSFORMS) -> list[Any]:
+    """The trial's inputs: the task's values for `seed`, transformed as `seed` draws."""
+    return apply(values, draw(seed, allowed))
+
+
+def _finite_mask(output: Any) -> list[torch.Tensor]:
+    leaves = output if isinstance(output, (list, tuple)) else [output]
+    return [
+        torch.isfinite(leaf.detach()).cpu()
+        for leaf in leaves
+        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point()
+    ]
+
+
+def safe_transforms(reference: Callable[..., Any], probe_inputs: Sequence[Any], probe_seed: int) -> list[str]:
+    """The transforms under which the reference stays as finite as it is on the task's own inputs
+        (a transform that raises, or makes an output non-finite where it was finite, is dropped). Shifts
+    are probed at both ends of their range, which covers domains bounded on one side (log, sqrt)."""
+    with torch.no_grad():
+        base = _finite_mask(reference(*probe_inputs))
+    values_seed = draw(probe_seed).values_seed
+    kept = ["task"]
+    for name in TRANSFORMS[1:]:
+        probes = [HiddenDraw(name, shift, values_seed) for shift in SHIFT_RANGE]
+        if all(_as_finite(reference, probe_inputs, chosen, base) for chosen in probes):
+            kept.append(name)
+    return kept
+
+
+def _as_finite(
+    reference: Callable[..., Any], inputs: Sequence[Any], chosen: HiddenDraw, base: list[torch.Tensor]
+) -> bool:
+    try:
+        with torch.no_grad():
+            masks = _finite_mask(reference(*apply(inputs, chosen)))
+    except Exception:  # the op's own domain check refused the values: not a valid input for it
+        return False
+    return len(masks) == len(base) and all(bool((m | ~b).all()) for m, b in zip(masks, base, strict=True))
+
+
+def perturb_state(model: torch.nn.Module, seed: int) -> list[str]:
+    """Scale every floating parameter and buffer by a seeded factor in [0.5, 2], add a seeded offset
+    of about a tenth of its spread (its magnitude where it is constant) and per-element noise of a
+    twentieth; returns the names moved."""
+    rng = random.Random(_key(seed & (2**128 - 1), b"state"))
+    moved: list[str] = []
+    with torch.no_grad():
+        for name, tensor in sorted(model.state_dict(keep_vars=True).items()):
+            if not tensor.is_floating_point() or tensor.numel() == 0:
+                continue
+            factor = math.exp(rng.uniform(math.log(0.5), math.log(2.0)))
+            values = tensor.detach().double()
+            spread = float(values.std()) if values.numel() > 1 else 0.0
+            scale = spread if spread > 1e-12 else max(float(values.abs().max()), 1.0)
+            offset = rng.choice((-1.0, 1.0)) * rng.uniform(0.05, 0.15) * scale
+            gen = torch.Generator().manual_seed(rng.getrandbits(63))
+            # per-element noise: a constant tensor (LayerNorm's gamma) must not stay constant
+            noise = torch.randn(tuple(values.shape), generator=gen, dtype=torch.float64).to(values.device)
+            fresh = values * factor + offset + 0.05 * scale * noise
+            if bool((values >= 0).all()):
+                fresh = fresh.abs()
+            tensor.copy_(fresh.to(tensor.dtype))
+            moved.append(name)
+    return moved
