@@ -13,7 +13,7 @@ from rich.markup import escape
 from agent.tasks import TaskLoadError
 
 _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
-_HUB_DOWNLOAD = re.compile(r"huggingface\.co|HF_HUB_OFFLINE|offline mode", re.IGNORECASE)
+_HUB_DOWNLOAD = re.compile(r"huggingface\.co|Hugging Face Hub|HF_HUB_OFFLINE|offline mode", re.IGNORECASE)
 
 # KernelBench's tasks import these beyond torch; kernel-agent's own install brings them.
 KERNELBENCH_PACKAGES = ("einops", "transformers")
@@ -44,8 +44,9 @@ def load_hints(errors: Sequence[TaskLoadError]) -> list[str]:
         hints.append(f"{_files(count, 'import')} '{module}', which is not installed: {install}")
     if downloads:
         hints.append(
-            f"{_files(downloads, 'load')} a Hugging Face model by name (from_pretrained), which would download "
-            "its config and weights; task files run with no network, so they cannot be loaded"
+            f"{_files(downloads, 'load')} a Hugging Face model by name (from_pretrained) whose config does not "
+            "come with kernel-agent (sandbox/workers/hub_configs); task files run with no network, so they "
+            "cannot be loaded"
         )
     return hints
 
