@@ -50,7 +50,7 @@ def test_without_a_gpu_the_table_is_estimated_from_the_floors_and_says_so(tmp_pa
 
 
 def test_the_profile_worker_times_every_operator_on_the_cpu_in_a_sandbox(tmp_path):
-    task, graph = _graph(tmp_path)
+    _, graph = _graph(tmp_path)
     with open_sandbox("local", workspace=tmp_path, gpus=None) as box:
         cmd = box.python_command(
             box.worker("profile_regions.py"), "task.py", "--device", "cpu", "--iters", "2"
