@@ -21,8 +21,7 @@ from pathlib import Path
 
 from sandbox.base import ENV_ALLOWLIST, ENV_DEFAULTS, SandboxError
 from sandbox.bwrap import bwrap_prefix
-
-UNSANDBOXED_ENV = "KERNEL_AGENT_UNSANDBOXED"
+from sandbox.unsandboxed import bwrap_broken, bwrap_missing, refusal, unsandboxed_accepted
 
 
 def worker_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -36,13 +35,14 @@ def worker_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 @cache
-def _working_bwrap() -> str | None:
+def _working_bwrap() -> tuple[str | None, str]:
+    """(bwrap, "") when it confines a host worker here, else (None, why not)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return None
+        return None, bwrap_missing()
     probe = bwrap_prefix(bwrap, None, [], [], True, [], own_session=False)
-    ok = subprocess.run([*probe, "true"], capture_output=True, timeout=30, check=False).returncode == 0
-    return bwrap if ok else None
+    run = subprocess.run([*probe, "true"], capture_output=True, timeout=30, check=False)
+    return (bwrap, "") if run.returncode == 0 else (None, bwrap_broken(run.stderr.decode(errors="replace")))
 
 
 def confined(
@@ -55,14 +55,11 @@ def confined(
     """`argv` under bubblewrap (see the module docstring). Without a working bwrap this is an
     error unless the user accepted running unsandboxed (`--unsandboxed`, which sets
     KERNEL_AGENT_UNSANDBOXED=1), and then `argv` is returned as it is."""
-    bwrap = _working_bwrap()
+    bwrap, problem = _working_bwrap()
     if bwrap is None:
-        if os.environ.get(UNSANDBOXED_ENV) == "1":
+        if unsandboxed_accepted():
             return list(argv)
-        raise SandboxError(
-            "bubblewrap (bwrap) is missing or does not work here, so task code would run unconfined; "
-            "install it (apt-get install bubblewrap) or pass --unsandboxed to accept the risk"
-        )
+        raise SandboxError(refusal(problem))
     rw = []
     for folder in writable:
         Path(folder).mkdir(parents=True, exist_ok=True)
