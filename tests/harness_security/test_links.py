@@ -333,6 +333,21 @@ def test_a_socket_in_kernels_is_skipped_with_one_line(tmp_path: Path, workspace:
     assert (copy / "kernels" / "relu.cu").read_text() == "__global__ void relu() {}\n"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root (CAP_MKNOD)")
+def test_a_device_node_in_kernels_is_never_opened(tmp_path: Path, task: Task, workspace: Workspace) -> None:
+    """A character device with /dev/zero's numbers: reading it would never end."""
+    os.mknod(workspace.root / "kernels" / "zero.cu", 0o666 | stat.S_IFCHR, os.makedev(1, 5))
+    done: list[object] = []
+    worker = threading.Thread(target=lambda: done.append(export(tmp_path, task, workspace)), daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+
+    assert done, "the snapshot or the export read a device node"
+    assert not (tmp_path / "out" / "solution" / "kernels" / "zero.cu").exists()
+    assert len(workspace.snapshot().skipped) == 1
+    assert workspace.snapshot().skipped[0].startswith("kernels/zero.cu: skipped")
+
+
 def test_a_link_swapped_in_after_the_check_is_refused_on_open(
     workspace: Workspace, outside: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
