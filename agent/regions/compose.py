@@ -38,6 +38,10 @@ def _value_expr(ref: Ref, names: dict[tuple, str]) -> str:
         return f"inputs[{ref.index}]"
     if ref.t == "param":
         raise ValueError(f"the model returns its parameter {ref.name}: not composed from regions")
+    if ref.t == "constant":
+        raise ValueError(
+            "the model reads a tensor made outside forward that is no parameter or buffer: not composed"
+        )
     key = _key(ref)
     if key not in names:
         raise ValueError(f"{ref.describe()} is read before any region produced it")
