@@ -52,7 +52,7 @@ def profile_command(
         ("headroom us", "right"),
         ("covered", "left"),
     ):
-        out.add_column(name, justify=justify)  # type: ignore[arg-type]
+        out.add_column(name, justify=justify, no_wrap=name == "region")  # type: ignore[arg-type]
     for row in table.regions:
         out.add_row(
             row.label,
