@@ -80,7 +80,7 @@ def summary_table(rows: list[dict]) -> tuple[str, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--per-class", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--trials", type=int, default=5)

@@ -122,7 +122,7 @@ def sample(mutants: Iterable[Mutant], per_class: int, seed: int) -> list[Mutant]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("roots", nargs="*", type=Path)
     parser.add_argument("--per-class", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
