@@ -79,3 +79,19 @@ def compose_reference_check(
         regions = partition(graph)
         check = check_composition(copy, composed_source(graph, regions, source), sandbox_kind=sandbox_kind)
     return regions, check
+
+
+def region_summary(graph: OpGraph) -> str:
+    """One clause: how much of an uncovered model the template library covers region by region;
+    empty when no region is covered (then the reason alone says it)."""
+    regions = partition(graph)
+    found = coverage(graph, regions)
+    total = sum(r.eager_s for r in regions) or 1e-30
+    share = sum(r.eager_s for r, c in zip(regions, found, strict=True) if c.covered) / total
+    covered = sum(c.covered for c in found)
+    if covered == 0:
+        return ""
+    return (
+        f"by region, {covered} of {len(regions)} regions are covered ({100 * share:.0f}% of the estimated time); "
+        f"`agent profile {Path(graph.path).name}` lists them"
+    )

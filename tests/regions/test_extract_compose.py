@@ -86,9 +86,6 @@ def test_a_composition_with_a_region_solution_is_checked_and_a_wrong_one_fails(t
     reference = written[0].path.read_text(encoding="utf-8")
     good = reference.replace("class Model(", "class ModelNew(")
     assert check_composition(task, composed_source(graph, regions, TASK, {0: good})).ok
-    wrong = (
-        good
-        + "\n_forward = ModelNew.forward\nModelNew.forward = lambda self, *a: -_forward(self, *a)\n"
-    )
+    wrong = good + "\n_forward = ModelNew.forward\nModelNew.forward = lambda self, *a: -_forward(self, *a)\n"
     check = check_composition(task, composed_source(graph, regions, TASK, {0: wrong}))
     assert not check.ok and check.error == "outputs differ"

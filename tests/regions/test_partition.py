@@ -7,8 +7,9 @@ import ast
 
 from agent.regions.extract import region_task_source
 from agent.regions.partition import Region, partition
-from agent.regions.whole import coverage
-from agent.templates import OpGraph, TraceError
+from agent.regions.whole import coverage, region_summary
+from agent.templates import OpGraph, TraceError, trace_task
+from tests.templates.test_cli import UNCOVERED_TASK
 
 
 def _check_order(graph: OpGraph, regions: list[Region]) -> None:
@@ -56,3 +57,14 @@ def test_minigpt_is_no_longer_refused_its_uncovered_ops_stay_in_one_region(level
     # the four GEMMs (QKV, projection, MLP up and down) are covered regions of their own
     assert sum(1 for r in regions if r.kind == "gemm" and cov[r.index].covered) == 4
     assert max(r.flops for r in regions if r.kind == "gemm") > 2e11
+
+
+def test_an_uncovered_model_is_told_how_much_of_it_regions_cover(level3_graphs, tmp_path):
+    graph = level3_graphs["44_MiniGPTBlock.py"]
+    assert isinstance(graph, OpGraph), graph
+    summary = region_summary(graph)
+    assert summary.startswith("by region, 6 of 7 regions are covered (")
+    assert "agent profile 44_MiniGPTBlock.py" in summary
+    task = tmp_path / "sort.py"
+    task.write_text(UNCOVERED_TASK, encoding="utf-8")
+    assert region_summary(trace_task(task)) == ""  # nothing covered: the reason alone says it
