@@ -94,3 +94,18 @@ def test_a_sample_of_each_class_compiles_with_nvcc(corpus: list, fault_class: st
     (mutant,) = sample([m for m in corpus if m.fault_class == fault_class], 1, seed=0)
     outcome = compile_mutant(mutant)
     assert outcome.ok, f"{mutant.key}: {outcome.first_error}"
+
+
+def test_the_benchmark_rate_leaves_stillborn_mutants_out() -> None:
+    from benchmarks.mutation_bench import summary_table
+
+    rows = [
+        {"class": "removed_sync", "outcome": "killed"},
+        {"class": "removed_sync", "outcome": "survived"},
+        {"class": "removed_sync", "outcome": "stillborn"},
+        {"class": "wrong_index", "outcome": "killed"},
+    ]
+    table, rates = summary_table(rows)
+    assert rates["removed_sync"] == 0.5 and rates["wrong_index"] == 1.0
+    assert rates["all"] == 2 / 3
+    assert "| removed_sync | 3 | 1 | 1 | 1 | 50.0% |" in table
