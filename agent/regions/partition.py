@@ -93,22 +93,29 @@ def _key(ref: Ref) -> tuple[str, int | str | None, int]:
 class _Open:
     def __init__(self, start_class: str) -> None:
         self.nodes: list[OpNode] = []
+        self.ids: set[int] = set()
         self.classes: list[str] = []
         self.start = start_class
 
-    def produced(self) -> set[int]:
-        return {n.id for n in self.nodes}
+    def add(self, nodes: list[OpNode], cls: str = "view") -> None:
+        self.nodes.extend(nodes)
+        self.ids.update(n.id for n in nodes)
+        self.classes.extend(cls for _ in nodes)
 
-    def reads_from_me(self, node: OpNode) -> bool:
-        mine = self.produced()
+    def reads_from_me(self, node: OpNode, pending: list[OpNode]) -> bool:
+        """Whether the node reads a tensor this region made, directly or through pending views."""
+        mine = set(self.ids)
+        for view in pending:
+            if any(r.t == "node" and r.id in mine for r in tensor_refs(view)):
+                mine.add(view.id)
         return any(r.t == "node" and r.id in mine for r in tensor_refs(node))
 
     def count(self, cls: str) -> int:
         return self.classes.count(cls)
 
 
-def _joins(current: _Open | None, node: OpNode, cls: str) -> bool:
-    if current is None or not current.reads_from_me(node):
+def _joins(current: _Open | None, node: OpNode, cls: str, pending: list[OpNode]) -> bool:
+    if current is None or not current.reads_from_me(node, pending):
         return False
     if cls in _CHAIN:
         return current.start != "other"
@@ -138,29 +145,24 @@ def partition(graph: OpGraph, rates: Rates = H200) -> list[Region]:
         if cls in ("view", "identity") or _auxiliary(graph, node):
             pending.append(node)
             continue
-        # A view made for this node counts as read from the open region when its base was.
-        probe = current
-        if probe is not None and pending:
-            probe.nodes.extend(pending)
-            joined = _joins(probe, node, cls)
-            del probe.nodes[len(probe.nodes) - len(pending) :]
-        else:
-            joined = _joins(current, node, cls)
-        if not joined or current is None:
+        if not _joins(current, node, cls, pending) or current is None:
             current = _Open(cls)
             groups.append(current)
-        current.nodes.extend(pending)
-        current.classes.extend("view" for _ in pending)
+        current.add(pending)
         pending = []
-        current.nodes.append(node)
-        current.classes.append(cls)
+        current.add([node], cls)
     if pending:
         if current is None:
             current = _Open("view")
             groups.append(current)
-        current.nodes.extend(pending)
-        current.classes.extend("view" for _ in pending)
-    return [_region(graph, i, g, rates) for i, g in enumerate(groups)]
+        current.add(pending)
+    readers: dict[tuple, set[int]] = {}
+    for node in graph.nodes:
+        for ref in tensor_refs(node):
+            if ref.t == "node":
+                readers.setdefault(_key(ref), set()).add(node.id)
+    returned = {_key(ref) for ref in graph.outputs if ref.t == "node"}
+    return [_region(graph, i, g, rates, readers, returned) for i, g in enumerate(groups)]
 
 
 def _kind(group: _Open) -> str:
@@ -185,8 +187,15 @@ def _kind(group: _Open) -> str:
     return next(n.name for n, c in zip(group.nodes, group.classes, strict=True) if c != "view")
 
 
-def _region(graph: OpGraph, index: int, group: _Open, rates: Rates) -> Region:
-    ids = {n.id for n in group.nodes}
+def _region(
+    graph: OpGraph,
+    index: int,
+    group: _Open,
+    rates: Rates,
+    readers: dict[tuple, set[int]],
+    returned: set[tuple],
+) -> Region:
+    ids = group.ids
     inputs: dict[tuple, RegionValue] = {}
     params: list[str] = []
     for node in group.nodes:
@@ -198,17 +207,11 @@ def _region(graph: OpGraph, index: int, group: _Open, rates: Rates) -> Region:
                 meta = ref_meta(graph, ref)
                 if meta is not None and _key(ref) not in inputs:
                     inputs[_key(ref)] = RegionValue(ref=ref, meta=meta)
-    used_later: set[tuple] = set()
-    for node in graph.nodes:
-        if node.id not in ids:
-            used_later.update(_key(r) for r in tensor_refs(node) if r.t == "node" and r.id in ids)
-    for ref in graph.outputs:
-        if ref.t == "node" and ref.id in ids:
-            used_later.add(_key(ref))
     outputs = []
     for node in group.nodes:
         for k, meta in enumerate(node.outputs):
-            if meta is not None and ("node", node.id, k) in used_later:
+            key = ("node", node.id, k)
+            if meta is not None and (key in returned or readers.get(key, set()) - ids):
                 outputs.append(RegionValue(ref=Ref(t="node", id=node.id, out=k), meta=meta))
     flops = sum(node_flops(graph, n) for n in group.nodes)
     moved = sum(nbytes(v.meta) for v in inputs.values()) + sum(nbytes(graph.param(p)) for p in params)

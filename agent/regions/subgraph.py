@@ -20,10 +20,9 @@ def region_graph(graph: OpGraph, region: Region) -> OpGraph:
             return Ref(t="node", id=renumber[ref.id or 0], out=ref.out)
         return ref
 
-    by_id = {n.id: n for n in graph.nodes}
     nodes = []
     for node_id in region.nodes:
-        node = by_id[node_id]
+        node = graph.nodes[node_id]  # a node's id is its position in the trace
         nodes.append(
             OpNode(
                 id=renumber[node_id],
