@@ -125,9 +125,8 @@ class _Writer:
 
     def forward_lines(self) -> list[str]:
         lines = []
-        nodes = {n.id: n for n in self.graph.nodes}
         for node_id in self.region.nodes:
-            node = nodes[node_id]
+            node = self.graph.nodes[node_id]  # a node's id is its position in the trace
             ns, name, *rest = node.op.split(".")
             overload = rest[0] if rest else "default"
             args = [self.expr(a) for a in node.args]
