@@ -30,6 +30,6 @@ def level3_graphs() -> dict[str, OpGraph | TraceError]:
         group = files[start : start + 5]
         for path, graph in zip(group, trace_tasks(group), strict=True):
             if isinstance(graph, TraceError) and "the trace worker failed" in str(graph):
-                graph = trace_tasks([path])[0]
+                graph = trace_tasks([path], timeout=600)[0]
             graphs[path.name] = graph
     return graphs
