@@ -224,7 +224,8 @@ class LocalSandbox(Sandbox):
         notes = list(self._notes)
         if self._bwrap:
             filesystem = (
-                "bwrap: read-only root; writable: workspace, cache, private /tmp; home and /run hidden"
+                "bwrap: read-only system folders, python, torch and CUDA toolkit only; writable: "
+                "workspace, cache, private /tmp; home, /run, the harness's state and the rest hidden"
             )
             if self._bytecode:
                 notes.append(
