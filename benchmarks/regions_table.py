@@ -69,6 +69,11 @@ def table(rows: list[tuple[str, OpGraph | TraceError]], command: str) -> str:
             f"{'; '.join(r[:60] for r in reasons[:3])} |"
         )
     lines += ["", f"{total} tasks partitioned; {covered_models} have at least one covered region."]
+    if any(isinstance(g, TraceError) and "the trace worker failed" in str(g) for _, g in rows):
+        lines += [
+            "A trace that failed with no message passed the sandbox's 4 MiB output cap: an LSTM or GRU",
+            "unrolled over its sequence is tens of thousands of operators.",
+        ]
     return "\n".join(lines) + "\n"
 
 
