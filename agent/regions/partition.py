@@ -6,7 +6,8 @@ a cycle and run one after another). Rules, node by node:
 - views and layout copies (clone, contiguous) join the next region that starts or grows (a region boundary then passes the base tensor,
   not a strided view of it); views at the end join the last region;
 - an elementwise operator joins the open region when it reads a tensor that region produced
-  (a GEMM/conv/norm/reduction/softmax epilogue, or a longer chain); otherwise it starts a chain;
+  (a GEMM/conv/norm/reduction/softmax epilogue, or a longer chain) or reads only parameters and
+  constants (a mask made from a buffer); otherwise it starts a chain;
 - a reduction joins an open elementwise chain it reads (its prologue);
 - softmax joins an open region holding one GEMM it reads (scores), and a GEMM that reads such a
   region's softmax closes it as attention (matmul-softmax-matmul);
@@ -110,12 +111,31 @@ class _Open:
                 mine.add(view.id)
         return any(r.t == "node" and r.id in mine for r in tensor_refs(node))
 
+    @staticmethod
+    def reads_only_state(node: OpNode, pending: list[OpNode]) -> bool:
+        """Whether the node reads only parameters and constants, directly or through pending views
+        (a causal mask made from a buffer): it can run in whichever region is open."""
+        state: set[int] = set()
+        for view in pending:
+            if all(
+                r.t in ("param", "constant") or (r.t == "node" and r.id in state) for r in tensor_refs(view)
+            ):
+                state.add(view.id)
+        refs = tensor_refs(node)
+        return bool(refs) and all(
+            r.t in ("param", "constant") or (r.t == "node" and r.id in state) for r in refs
+        )
+
     def count(self, cls: str) -> int:
         return self.classes.count(cls)
 
 
 def _joins(current: _Open | None, node: OpNode, cls: str, pending: list[OpNode]) -> bool:
-    if current is None or not current.reads_from_me(node, pending):
+    if current is None:
+        return False
+    if cls in _CHAIN and current.start != "other" and current.reads_only_state(node, pending):
+        return True
+    if not current.reads_from_me(node, pending):
         return False
     if cls in _CHAIN:
         return current.start != "other"
