@@ -36,7 +36,9 @@ REPO = Path(__file__).resolve().parents[1]
 TASK = REPO / "benchmarks" / "tasks" / "level1" / "19_ReLU.py"
 EXAMPLE = REPO / "skills" / "cuda-extension" / "examples" / "relu"
 CLEAN_STORE = "    y[i] = v;\n"
-PLANTED_STORE = "    y[i] = v;\n    if (i == n4 - 1) y[i + (1LL << 30)] = v;  // planted: 16 GiB past the end\n"
+PLANTED_STORE = (
+    "    y[i] = v;\n    if (i == n4 - 1) y[i + (1LL << 30)] = v;  // planted: 16 GiB past the end\n"
+)
 
 
 class Events(list):
@@ -50,7 +52,13 @@ def call(toolbox: Toolbox, ctx: ToolContext, name: str, arguments: dict[str, Any
     output = toolbox.call(ctx, ToolCall.from_raw(id=name, name=name, raw_arguments=json.dumps(arguments)))
     seconds = time.monotonic() - started
     print(f"--- {name} {arguments} ({seconds:.1f}s, error={output.is_error})\n{output.content}\n", flush=True)
-    return {"tool": name, "arguments": arguments, "error": output.is_error, "seconds": seconds, "reply": output.content}
+    return {
+        "tool": name,
+        "arguments": arguments,
+        "error": output.is_error,
+        "seconds": seconds,
+        "reply": output.content,
+    }
 
 
 def main() -> None:

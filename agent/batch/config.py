@@ -87,13 +87,17 @@ class BatchConfig(BaseModel):
     retry_errors: bool = True
     instantiate_tasks: bool = True
     inspect_timeout_s: float = Field(
-        default=120.0, gt=0, description="seconds a task file may run once to learn its inputs; not in the key"
+        default=120.0,
+        gt=0,
+        description="seconds a task file may run once to learn its inputs; not in the key",
     )
     max_outage_retries: int = Field(default=3, ge=0)
     eval_timeout_s: float = Field(default=3600.0, description="bound on one evaluation, whatever happens")
     solve_options: dict[str, Any] = Field(default_factory=dict, description="budgets etc. for agent runs")
     request_timeout_s: float = Field(
-        default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, description="seconds one model request may wait; not in the key"
+        default=DEFAULT_REQUEST_TIMEOUT_S,
+        gt=0,
+        description="seconds one model request may wait; not in the key",
     )
     evals_per_gpu: int = Field(
         default=4,

@@ -14,8 +14,8 @@ import typer
 
 from agent.cli.batch import batch_command, report_command
 from agent.cli.eval import compile_command, eval_command, tasks_command
-from agent.cli.profile import profile_command
 from agent.cli.export_tasks import export_tasks_command
+from agent.cli.profile import profile_command
 from agent.cli.sandbox import sandbox_app
 from agent.cli.solve import solve_command
 from agent.cli.transcripts import export_command, replay_command, show_command

@@ -80,7 +80,9 @@ class OutputDiff(BaseModel):
     worst_index: list[int] | None = None
     worst_expected: float | None = None
     worst_actual: float | None = None
-    first_wrong_index: list[int] | None = Field(default=None, description="the first wrong element, in flat order")
+    first_wrong_index: list[int] | None = Field(
+        default=None, description="the first wrong element, in flat order"
+    )
     mismatch_pattern: str | None = Field(
         default=None,
         description="where the wrong elements lie: all, tail, one_row, one_column, tail_columns, "
