@@ -32,12 +32,12 @@ from agent.cli.common import (
     policy_option,
     profile_option,
     refresh_baselines_option,
+    request_timeout_option,
     sandbox_option,
     trials_option,
     unsandboxed_option,
 )
-from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S
-from agent.models.registry import REQUEST_TIMEOUT_HELP, TEMPLATES_MODEL, parse_request_timeout
+from agent.models.registry import REQUEST_TIMEOUT_HELP, TEMPLATES_MODEL
 
 WIDE_WIDTH = 240
 """The width of `--wide` tables when the output goes to a file or a pipe."""
@@ -248,12 +248,7 @@ def batch_command(
             BudgetLimits().with_spec(budget)
         except BudgetSpecError as exc:
             fail(str(exc))
-    request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
-    if request_timeout is not None:
-        try:
-            request_timeout_s = parse_request_timeout(request_timeout)
-        except ValueError as exc:
-            fail(str(exc))
+    request_timeout_s = request_timeout_option(request_timeout)
     context = context_options(context_tokens)
     from sandbox.base import sandbox_kinds
 

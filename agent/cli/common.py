@@ -192,6 +192,19 @@ CONTEXT_TOKENS_HELP = (
 )
 
 
+def request_timeout_option(request_timeout: str | None) -> float:
+    """Seconds a `--request-timeout` value asks for; the default when not given."""
+    from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S
+    from agent.models.registry import parse_request_timeout
+
+    if request_timeout is None:
+        return DEFAULT_REQUEST_TIMEOUT_S
+    try:
+        return parse_request_timeout(request_timeout)
+    except ValueError as exc:
+        fail(str(exc))
+
+
 def context_options(context_tokens: str | None) -> dict[str, int]:
     """The SolveConfig field a `--context-tokens` value sets (none when not given)."""
     if context_tokens is None:

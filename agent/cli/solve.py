@@ -42,9 +42,10 @@ from agent.cli.common import (
     err_console,
     fail,
     json_flag,
+    request_timeout_option,
 )
 from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S
-from agent.models.registry import DEFAULT_MODEL, REQUEST_TIMEOUT_HELP, TEMPLATES_MODEL, parse_request_timeout
+from agent.models.registry import DEFAULT_MODEL, REQUEST_TIMEOUT_HELP, TEMPLATES_MODEL
 
 if TYPE_CHECKING:
     from agent.models.base import Model
@@ -294,12 +295,7 @@ def solve_command(
             )
         limits = limits.model_copy(update={"turns": max_turns})
     check_seconds("--inspect-timeout", inspect_timeout)
-    request_timeout_s = DEFAULT_REQUEST_TIMEOUT_S
-    if request_timeout is not None:
-        try:
-            request_timeout_s = parse_request_timeout(request_timeout)
-        except ValueError as exc:
-            fail(str(exc))
+    request_timeout_s = request_timeout_option(request_timeout)
     context = context_options(context_tokens)
     if policy not in POLICIES:
         fail(f"--policy {policy!r}: choose one of {', '.join(POLICIES)}")
