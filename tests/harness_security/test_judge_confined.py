@@ -14,6 +14,7 @@ from agent.referee.baselines import BaselineCache
 from agent.tasks import load_task
 from agent.workspace import open_solution
 from sandbox.base import open_sandbox
+from tests.harness_security.conftest import connections
 from tests.referee.conftest import QUICK_TIMING, copy_candidate, python_only_compile
 
 CANARY = "sk-ant-canary-7f3a9c0e1d2b"
@@ -58,27 +59,6 @@ def get_init_inputs():
 """
 
 
-@pytest.fixture
-def listener() -> socket.socket:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    server.settimeout(0.2)
-    yield server
-    server.close()
-
-
-def _connections(server: socket.socket) -> int:
-    count = 0
-    while True:
-        try:
-            conn, _ = server.accept()
-        except (TimeoutError, OSError):
-            return count
-        conn.close()
-        count += 1
-
-
 def test_a_hostile_task_in_the_judge_reaches_no_key_file_or_port(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listener: socket.socket
 ) -> None:
@@ -103,7 +83,7 @@ def test_a_hostile_task_in_the_judge_reaches_no_key_file_or_port(
         )
     assert result.verdict == "correct", result.feedback()  # confinement breaks nothing honest
     assert not any(Path(v).exists() for v in victims)
-    assert _connections(listener) == 0
+    assert connections(listener) == 0
     assert CANARY not in result.model_dump_json()
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert not [p for p in written if CANARY.encode() in p.read_bytes()]

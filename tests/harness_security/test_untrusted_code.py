@@ -18,7 +18,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ from agent.workspace import SingleFileSolution, open_solution
 from sandbox.base import open_sandbox
 from sandbox.paths import default_cache_dir, harness_state_dir
 from sandbox.unsandboxed import UNSANDBOXED_ENV
+from tests.harness_security.conftest import connections
 
 REPO = Path(__file__).resolve().parents[2]
 RELU_TASK = REPO / "benchmarks" / "tasks" / "level1" / "19_ReLU.py"
@@ -129,27 +129,6 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def listener() -> Iterator[socket.socket]:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    server.settimeout(0.2)
-    yield server
-    server.close()
-
-
-def _connections(server: socket.socket) -> int:
-    count = 0
-    while True:
-        try:
-            conn, _ = server.accept()
-        except (TimeoutError, OSError):
-            return count
-        conn.close()
-        count += 1
-
-
-@pytest.fixture
 def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fake $HOME holding a file, the harness's cache root beside it, and the canary key set."""
     home = tmp_path / "home"
@@ -201,7 +180,7 @@ def test_hostile_task_files_are_inspected_in_the_sandbox(
     time.sleep(2)  # the hostile task's child would write now, were it still alive
     assert not [v for v in victims + late if Path(v).exists()]
     assert (tree_digest(user_home), tree_digest(folder), tree_digest(harness_state_dir())) == before
-    assert _connections(listener) == 0
+    assert connections(listener) == 0
     shown = capfd.readouterr()
     seen = [shown.out, shown.err, *(t.model_dump_json() for t in found), *map(str, errors)]
     assert not [text for text in seen if CANARY in text]
