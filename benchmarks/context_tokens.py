@@ -49,7 +49,7 @@ from agent.transcripts.reader import load_transcript  # noqa: E402
 from tests.agent.fakes import FakeReferee  # noqa: E402
 
 KERNELBENCH = ROOT.parent / "shared" / "kernelbench"
-RUNS = (("level2/76_Gemm_Add_ReLU.py", 60, 7_000, (6, 3)), ("level3/44_MiniGPTBlock.py", 100, 16_000, (6,)))
+RUNS = (("level2/76_Gemm_Add_ReLU.py", 60, 7_000, (4, 6)), ("level3/44_MiniGPTBlock.py", 100, 16_000, (4, 6)))
 """(task, turns, size of the main .cu file in characters, the keep-last-turns settings measured; the
 first is the default)"""
 CACHE_READ, CACHE_WRITE = 0.1, 1.25
@@ -254,7 +254,7 @@ def main() -> None:
             f"- machine: {platform.node() or 'unknown'}, the 2-core CPU machine ({platform.processor() or platform.machine()}), "
             f"Python {platform.python_version()}; no GPU (the tests' fake referee)",
             f"- ceiling: {DEFAULT_CONTEXT_TOKENS:,} estimated tokens (the default); keep: the last turns never "
-            f"elided (default {DEFAULT_KEEP_TURNS}); older turns elided in chunks of {DEFAULT_CHUNK_TURNS}",
+            f"folded (default {DEFAULT_KEEP_TURNS}); older turns folded into one digest line each, in chunks of {DEFAULT_CHUNK_TURNS}",
             "- tokens: characters / 3 plus a few per message, tool schemas included (agent/run/context.py)",
             "- new: tokens after the longest message prefix shared with the previous request (not cacheable); "
             f"cached off/on: the input priced as with prompt caching ({CACHE_READ}x read, {CACHE_WRITE}x written), "

@@ -1,28 +1,29 @@
-"""What the model is sent each turn: the history, with old turns shortened so a long run stays within
+"""What the model is sent each turn: the history, with old turns folded so a long run stays within
 the model's context window.
 
 The loop keeps the whole history (the transcript records all of it); `ContextWindow.next_request`
-turns it into the request of one turn. Old file contents and old tool results become one-line stubs
-that say what was elided and which tool call brings it back, e.g.
-`[elided: read_file kernels/relu.cu result, 3.2 kB; ...; call read_file again to see it]`; the
-`content` of an old write_file call keeps its `path` and loses its text. Never elided: the system
-prompt, the first user message (the task brief), the last `keep_last_turns` turns, and the context
-note added with the latest elision (the best-so-far summary; earlier notes become stubs).
+turns it into the request of one turn. Turns older than the last `keep_last_turns` are folded into
+one digest message, one line a turn: the tools it called with their paths and sizes, and the first
+line of each result that is not a file's text, e.g.
+`12. write_file kernels/relu.cu (3.2 kB); compile -> 'compile ok: 2 kernels, 0 spills'`. Notes,
+file contents and the rest of tool output are dropped: read_file shows any file as it is now. Never
+folded: the system prompt, the first user message (the task brief), the last `keep_last_turns`
+turns, and the context note added with the latest fold (the best-so-far summary).
 
 The chunk rule, which keeps provider prompt caching effective: a request is the previous request
-plus new messages, byte for byte, except on a turn that elides. Such a turn elides every turn older
-than the last `keep_last_turns` at once (whole turns, oldest first), and only when `chunk_turns` of
-them have gathered or the request would pass `ceiling_tokens`. A stub never changes and is never
-expanded again, so everything before the first newly elided message (system prompt, brief, older
-stubs) stays a cached prefix, and the `chunk_turns - 1` requests after an elision extend it unchanged.
-When the last `keep_last_turns` turns alone pass the ceiling, the request goes over it (they are
-never elided); the event records its size. The best-so-far note is appended after the newest
-messages when an elision happens (never rewritten in place, which would break the cached prefix),
-so the model keeps its bearings.
+plus new messages, byte for byte, except on a turn that folds. Such a turn folds every turn older
+than the last `keep_last_turns` at once, and only when `chunk_turns` of them have gathered or the
+request would pass `ceiling_tokens`. The system prompt and the brief stay a cached prefix, and the
+`chunk_turns - 1` requests after a fold extend the new request unchanged. A digest line costs about
+20 tokens where the turn's messages as stubs cost about 100, so a 100-turn history stays a few
+thousand tokens. When the last `keep_last_turns` turns alone pass the ceiling, the request goes over
+it (they are never folded); the event records its size. The best-so-far note is appended after the
+newest messages when a fold happens (never rewritten in place), so the model keeps its bearings.
 
-Each elision is recorded as a `ContextElidedEvent` (turn, message indices); `requests_sent` rebuilds
-every request from a transcript, and a replay applies the recorded elisions instead of choosing its
-own, so it sends the same requests.
+Each fold is recorded as a `ContextElidedEvent` (turn, message indices, `folded`); `requests_sent`
+rebuilds every request from a transcript, and a replay applies the recorded folds instead of
+choosing its own, so it sends the same requests. Transcripts written before folding recorded
+one-line stubs per message (`elided_message`); they are rebuilt and replayed with stubs.
 
 Token counts are estimates: characters / 3, plus a few tokens per message and tool call. Code, JSON
 and English run at about 3.3 to 4 characters per token in the Claude and GPT tokenizers, so dividing
@@ -65,7 +66,8 @@ DEFAULT_CONTEXT_TOKENS = 100_000
 """Well inside the 200k-token windows of current Claude and GPT models."""
 MIN_CONTEXT_TOKENS = 8_000
 """Below this the system prompt, task brief and tool schemas leave no room for the turns themselves."""
-DEFAULT_KEEP_TURNS = 6
+DEFAULT_KEEP_TURNS = 4
+"""A write -> compile -> verify or profile -> fix cycle; older turns are digest lines, files re-readable."""
 DEFAULT_CHUNK_TURNS = 4
 STUB_MIN_CHARS = 300
 """Text shorter than this stays: its stub would save little."""
@@ -82,7 +84,7 @@ class ContextLimits(BaseModel):
     ceiling_tokens: int = Field(
         default=DEFAULT_CONTEXT_TOKENS, ge=0, description="estimated tokens per request; 0: send everything"
     )
-    keep_last_turns: int = Field(default=DEFAULT_KEEP_TURNS, ge=1, description="turns never elided")
+    keep_last_turns: int = Field(default=DEFAULT_KEEP_TURNS, ge=1, description="turns never folded")
     chunk_turns: int = Field(
         default=DEFAULT_CHUNK_TURNS, ge=1, description="older turns gathered before they are elided at once"
     )
@@ -206,9 +208,66 @@ def elided_message(history: Sequence[Message], index: int) -> Message:
             return message
 
 
-def apply_elisions(history: Sequence[Message], elided: Collection[int]) -> list[Message]:
-    """The request for `history` with the messages at `elided` shown as stubs."""
-    return [elided_message(history, i) if i in elided else m for i, m in enumerate(history)]
+RESULT_LINE_CHARS = 80
+QUIET_RESULTS = FILE_TOOLS | {"write_file"}
+"""Tools whose successful result only confirms the call: the digest shows the call alone."""
+
+
+def _call_line(call: ToolCall, result: ToolResultMessage | None) -> str:
+    arguments = call.arguments or {}
+    path = arguments.get("path")
+    if isinstance(path, str):
+        sizes = [
+            _size(v) for k, v in arguments.items() if k != "path" and isinstance(v, str) and len(v) >= 60
+        ]
+        line = f"{call.name} {path}" + (f" ({', '.join(sizes)})" if sizes else "")
+    else:
+        shown = json.dumps(arguments) if arguments else ""
+        line = call.name + (f" {shown}" if shown and len(shown) <= RESULT_LINE_CHARS else "")
+    if result is None:
+        return line
+    first = result.content.strip().splitlines()[0][:RESULT_LINE_CHARS] if result.content.strip() else ""
+    if result.is_error:
+        return f"{line} -> error: {first!r}"
+    return line if result.tool_name in QUIET_RESULTS or not first else f"{line} -> {first!r}"
+
+
+def turns_digest(history: Sequence[Message], start: int, end: int) -> str:
+    """`history[start:end]` (whole turns) as the digest shows them: one line a turn."""
+    results = {m.tool_call_id: m for m in history[start:end] if isinstance(m, ToolResultMessage)}
+    number = sum(1 for m in history[:start] if isinstance(m, AssistantMessage))
+    lines: list[str] = []
+    for message in history[start:end]:
+        if isinstance(message, AssistantMessage):
+            number += 1
+            calls = [_call_line(call, results.get(call.id)) for call in message.tool_calls]
+            lines.append(f"{number}. " + ("; ".join(calls) if calls else "(notes only)"))
+    first = number - len(lines) + 1
+    span = f"Turn {first}" if len(lines) == 1 else f"Turns {first}-{number}"
+    return (
+        f"{NOTE_PREFIX} {span}, one line a turn (your notes, file contents and tool output past its "
+        "first line are not shown; read_file shows any file as it is now):\n" + "\n".join(lines)
+    )
+
+
+def apply_elisions(
+    history: Sequence[Message], elided: Collection[int], folded: Collection[int] = ()
+) -> list[Message]:
+    """The request for `history`: each run of `folded` messages as one digest message, the messages at
+    `elided` as stubs."""
+    request: list[Message] = []
+    index = 0
+    while index < len(history):
+        if index in folded:
+            end = index
+            while end < len(history) and end in folded:
+                end += 1
+            request.append(UserMessage(text=turns_digest(history, index, end)))
+            index = end
+            continue
+        request.append(elided_message(history, index) if index in elided else history[index])
+        index += 1
+    return request
 
 
 def turn_starts(history: Sequence[Message]) -> list[int]:
@@ -239,8 +298,8 @@ def best_so_far(book: CandidateBook) -> str:
 
 def context_note(last_elided_turn: int, ceiling_tokens: int, book: CandidateBook) -> str:
     return (
-        f"{NOTE_PREFIX} Turns 1-{last_elided_turn} show one-line stubs (each request stays under "
-        f"{ceiling_tokens:,} tokens); read_file shows any file as it is now. {best_so_far(book)}"
+        f"{NOTE_PREFIX} Turns 1-{last_elided_turn} are folded to one line each above (each request stays "
+        f"under {ceiling_tokens:,} tokens); read_file shows any file as it is now. {best_so_far(book)}"
     )
 
 
@@ -253,104 +312,116 @@ class EventSink(Protocol):
     def write(self, event: ContextElidedEvent) -> object: ...
 
 
+@dataclass(frozen=True)
+class Elision:
+    """What one turn shortened: message indices, folded into the digest or (older runs) as stubs."""
+
+    indices: tuple[int, ...]
+    folded: bool = True
+
+
 @dataclass
 class ContextWindow:
-    """Chooses, per turn, which old messages the request shows as stubs (see the module docstring)."""
+    """Chooses, per turn, which old turns the request folds (see the module docstring)."""
 
     limits: ContextLimits = field(default_factory=ContextLimits)
-    recorded: Mapping[int, Sequence[int]] | None = None
+    recorded: Mapping[int, Elision] | None = None
     """A replay's recorded elisions by turn: applied as they are, nothing chosen."""
+    folded: set[int] = field(default_factory=set, init=False)
     elided: set[int] = field(default_factory=set, init=False)
-    _stubs: dict[int, Message] = field(default_factory=dict, init=False, repr=False)
-    _tokens: list[int] = field(default_factory=list, init=False, repr=False)
-    """Estimated tokens of each message as the request shows it."""
-    _tools_tokens: int | None = field(default=None, init=False)
+    """Stubs: only a replay of a run recorded before folding has these."""
     _turns_done: int = field(default=0, init=False)
-    """Turns, from the first, whose messages are elided (or were too short to shorten)."""
+    """Turns, from the first, that are folded."""
 
     def next_request(
         self, history: list[Message], state: TurnState, tools: Sequence[ToolSpec], events: EventSink
     ) -> list[Message]:
-        """The messages to send this turn. When it elides, it records the event and appends the
+        """The messages to send this turn. When it folds, it records the event and appends the
         best-so-far note to `history` (the note is part of the conversation from then on)."""
-        self._count(history, tools)
         chosen = (
-            self._recorded_at(state.turn, history) if self.recorded is not None else self._choose(history)
+            self._recorded_at(state.turn, history)
+            if self.recorded is not None
+            else self._choose(history, tools)
         )
-        if chosen:
-            before = self.tokens()
-            for index in chosen:
-                self._stubs[index] = elided_message(history, index)
-                self._tokens[index] = message_tokens(self._stubs[index])
-            self.elided.update(chosen)
-            last_turn = sum(1 for start in turn_starts(history) if start <= max(self.elided))
-            history.append(
-                UserMessage(text=context_note(last_turn, self.limits.ceiling_tokens, state.candidates))
+        if chosen is None:
+            return self.request(history)
+        before = request_tokens(self.request(history), tools)
+        (self.folded if chosen.folded else self.elided).update(chosen.indices)
+        last_turn = sum(1 for start in turn_starts(history) if start <= max(chosen.indices))
+        history.append(
+            UserMessage(text=context_note(last_turn, self.limits.ceiling_tokens, state.candidates))
+        )
+        request = self.request(history)
+        events.write(
+            ContextElidedEvent(
+                turn=state.turn,
+                elided=list(chosen.indices),
+                folded=chosen.folded,
+                tokens_before=before,
+                tokens_after=request_tokens(request, tools),
+                ceiling_tokens=self.limits.ceiling_tokens,
             )
-            self._count(history, tools)
-            events.write(
-                ContextElidedEvent(
-                    turn=state.turn,
-                    elided=sorted(chosen),
-                    tokens_before=before,
-                    tokens_after=self.tokens(),
-                    ceiling_tokens=self.limits.ceiling_tokens,
-                )
-            )
-        return [self._stubs.get(i, message) for i, message in enumerate(history)]
+        )
+        return request
 
-    def tokens(self) -> int:
-        """The estimated tokens of the request as it stands."""
-        return (self._tools_tokens or 0) + sum(self._tokens)
+    def request(self, history: Sequence[Message]) -> list[Message]:
+        return apply_elisions(history, self.elided, self.folded)
 
-    def _count(self, history: Sequence[Message], tools: Sequence[ToolSpec]) -> None:
-        if self._tools_tokens is None:
-            self._tools_tokens = tools_tokens(tools)
-        for message in history[len(self._tokens) :]:
-            self._tokens.append(message_tokens(message))
-
-    def _choose(self, history: Sequence[Message]) -> list[int]:
+    def _choose(self, history: Sequence[Message], tools: Sequence[ToolSpec]) -> Elision | None:
         """Every message of the turns older than the last `keep_last_turns`, once `chunk_turns` of
         them are waiting or the request is over the ceiling."""
         if not self.limits.enabled:
-            return []
+            return None
         starts = turn_starts(history)
         old = len(starts) - self.limits.keep_last_turns
         waiting = old - self._turns_done
         if waiting <= 0 or (
-            waiting < self.limits.chunk_turns and self.tokens() <= self.limits.ceiling_tokens
+            waiting < self.limits.chunk_turns
+            and request_tokens(self.request(history), tools) <= self.limits.ceiling_tokens
         ):
-            return []
+            return None
         first, end = starts[self._turns_done], starts[old]
         self._turns_done = old
-        return [
-            i for i in range(first, end) if i not in self.elided and elided_message(history, i) != history[i]
-        ]
+        return Elision(tuple(range(first, end)))
 
-    def _recorded_at(self, turn: int, history: Sequence[Message]) -> list[int]:
+    def _recorded_at(self, turn: int, history: Sequence[Message]) -> Elision | None:
         assert self.recorded is not None
-        return [i for i in self.recorded.get(turn, ()) if i < len(history) and i not in self.elided]
+        recorded = self.recorded.get(turn)
+        if recorded is None:
+            return None
+        done = self.folded | self.elided
+        indices = tuple(i for i in recorded.indices if i < len(history) and i not in done)
+        return Elision(indices, recorded.folded) if indices else None
 
 
-def recorded_elisions(transcript: Transcript) -> dict[int, list[int]]:
+def recorded_elisions(transcript: Transcript) -> dict[int, Elision]:
     """The elisions of a recorded run, by turn (what a replay applies)."""
-    return {event.turn: list(event.elided) for event in transcript.of_type(ContextElidedEvent)}
+    return {
+        event.turn: Elision(tuple(event.elided), event.folded)
+        for event in transcript.of_type(ContextElidedEvent)
+    }
+
+
+def _rebuild(transcript: Transcript) -> list[tuple[list[Message], set[int], set[int]]]:
+    """Each request of a recorded run as (history so far, stubbed, folded)."""
+    history: list[Message] = []
+    elided: set[int] = set()
+    folded: set[int] = set()
+    requests: list[tuple[list[Message], set[int], set[int]]] = []
+    for event in transcript.events:
+        if isinstance(event, ContextElidedEvent):
+            (folded if event.folded else elided).update(event.elided)
+        elif isinstance(event, ModelRequestEvent):
+            history.extend(event.messages)
+            requests.append((list(history), set(elided), set(folded)))
+        elif isinstance(event, ModelResponseEvent):
+            history.append(event.response.message)
+    return requests
 
 
 def requests_sent(transcript: Transcript) -> list[list[Message]]:
     """Every request of a recorded run, as it was sent (elisions applied)."""
-    history: list[Message] = []
-    elided: set[int] = set()
-    requests: list[list[Message]] = []
-    for event in transcript.events:
-        if isinstance(event, ContextElidedEvent):
-            elided.update(event.elided)
-        elif isinstance(event, ModelRequestEvent):
-            history.extend(event.messages)
-            requests.append(apply_elisions(history, elided))
-        elif isinstance(event, ModelResponseEvent):
-            history.append(event.response.message)
-    return requests
+    return [apply_elisions(history, elided, folded) for history, elided, folded in _rebuild(transcript)]
 
 
 RequestOutline = list[tuple[str, tuple[str, ...], bool]]
@@ -358,7 +429,7 @@ RequestOutline = list[tuple[str, tuple[str, ...], bool]]
 
 def request_outline(messages: Sequence[Message], elided: Collection[int] = ()) -> RequestOutline:
     """What must match between a request and its replay whatever the tools measured: each message's
-    role, its tool-call ids, and whether it was elided."""
+    role, its tool-call ids, and whether it was shortened (a digest counts as shortened)."""
     outline: RequestOutline = []
     for i, message in enumerate(messages):
         match message:
@@ -374,17 +445,13 @@ def request_outline(messages: Sequence[Message], elided: Collection[int] = ()) -
 
 def request_outlines(transcript: Transcript) -> list[RequestOutline]:
     """`request_outline` of every request of a recorded run."""
-    history: list[Message] = []
-    elided: set[int] = set()
     outlines: list[RequestOutline] = []
-    for event in transcript.events:
-        if isinstance(event, ContextElidedEvent):
-            elided.update(event.elided)
-        elif isinstance(event, ModelRequestEvent):
-            history.extend(event.messages)
-            outlines.append(request_outline(history, elided))
-        elif isinstance(event, ModelResponseEvent):
-            history.append(event.response.message)
+    for history, elided, folded in _rebuild(transcript):
+        request = apply_elisions(history, elided, folded)
+        # A shortened message (a stub or a digest) is a new object; the others are the history's own.
+        originals = {id(message) for message in history}
+        shortened = {i for i, message in enumerate(request) if id(message) not in originals}
+        outlines.append(request_outline(request, shortened))
     return outlines
 
 

@@ -55,7 +55,7 @@ class AgentLoop:
     max_idle_turns: int = 3
     """Text-only replies in a row before the run ends as model_stopped."""
     window: ContextWindow = field(default_factory=ContextWindow)
-    """Which old messages each request shows as stubs (the whole history stays in `messages`)."""
+    """Which old turns each request folds into the digest (the whole history stays in `messages`)."""
     messages: list[Message] = field(default_factory=list)
     _recorded: int = 0
     _idle_turns: int = 0

@@ -116,11 +116,15 @@ class EvaluationEvent(_Event):
 
 
 class ContextElidedEvent(_Event):
-    """Older messages the requests show as one-line stubs from this turn on (agent/run/context.py);
-    the indices count the whole conversation (`Transcript.conversation()`)."""
+    """Older messages the requests shorten from this turn on (agent/run/context.py): folded into the
+    digest of old turns, one line a turn, or (transcripts written before folding) one-line stubs each.
+    The indices count the whole conversation (`Transcript.conversation()`)."""
 
     type: Literal["context_elided"] = "context_elided"
     elided: list[int] = Field(description="indices of the messages elided at this turn")
+    folded: bool = Field(
+        default=False, description="folded into the digest of old turns; false: each shown as a stub"
+    )
     tokens_before: int = Field(description="estimated input tokens of the request before eliding")
     tokens_after: int = Field(description="estimated input tokens after eliding, the added note included")
     ceiling_tokens: int

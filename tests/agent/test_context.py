@@ -5,6 +5,7 @@ tool-call pairing valid in both providers' wire formats."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,16 +17,21 @@ from agent.models import openai as openai_adapter
 from agent.models.scripted import ScriptedModel
 from agent.run.context import (
     NOTE_PREFIX,
+    ContextLimits,
     ContextSpecError,
+    ContextWindow,
+    Elision,
     apply_elisions,
     elided_message,
     parse_context_tokens,
     request_tokens,
     requests_sent,
+    turns_digest,
 )
 from agent.run.replay import replay_run
 from agent.run.solve import SolveConfig
 from agent.tasks import Task, load_task
+from agent.tools.candidates import CandidateBook
 from agent.transcripts.format import ContextElidedEvent, EvaluationEvent
 from agent.transcripts.reader import load_transcript
 from tests.agent.conftest import RELU_TASK, run_solve
@@ -124,9 +130,18 @@ def test_elision_keeps_system_prompt_brief_last_turns_and_best_so_far(hundred_tu
     assert isinstance(last[0], SystemMessage) and last[0] == history[0]
     assert isinstance(last[1], UserMessage) and last[1] == history[1]
     starts = [i for i, m in enumerate(last) if isinstance(m, AssistantMessage)]
-    assert last[starts[-6] :] == history[starts[-6] : len(last)]
-    assert any("[elided:" in (m.content if isinstance(m, ToolResultMessage) else "") for m in last)
-    notes = [m for m in last if isinstance(m, UserMessage) and m.text.startswith(NOTE_PREFIX)]
+    assert len(starts) >= 6  # the last turns are never folded
+    kept = history.index(last[starts[0]])
+    assert last[starts[0] :] == history[kept : kept + len(last) - starts[0]]
+    # every older turn is one numbered line of the digest, right after the brief
+    digest = last[2]
+    assert isinstance(digest, UserMessage) and "one line a turn" in digest.text
+    folded_turns = len([m for m in history[:kept] if isinstance(m, AssistantMessage)])
+    lines = digest.text.splitlines()[1:]
+    assert [line.split(".")[0] for line in lines] == [str(n) for n in range(1, folded_turns + 1)]
+    assert "1. write_file kernels/fused.cu (" in digest.text and "profile -> 'VERDICT" in digest.text
+    assert not any(isinstance(m, AssistantMessage) for m in last[2 : starts[0]])
+    notes = [m for m in last[3:] if isinstance(m, UserMessage) and m.text.startswith(NOTE_PREFIX)]
     assert notes and all(note in history for note in notes)
     transcript = load_transcript(out / "transcript.jsonl")
     noted_at = transcript.of_type(ContextElidedEvent)[-1].turn
@@ -260,7 +275,7 @@ def test_bad_context_tokens_values_say_what_to_give(text: str, says: str) -> Non
 
 def test_the_default_run_has_a_ceiling() -> None:
     config = SolveConfig(task=Path("t.py"), out=Path("o"))
-    assert 0 < config.context_tokens <= 100_000 and config.context_keep_turns == 6
+    assert 0 < config.context_tokens <= 100_000 and config.context_keep_turns == 4
 
 
 def test_the_context_tokens_flag_sets_the_runs_ceiling(
@@ -281,27 +296,70 @@ def test_the_context_tokens_flag_sets_the_runs_ceiling(
     assert load_transcript(out / "transcript.jsonl").header.config["context_tokens"] == 9000
 
 
-def test_a_replay_window_applies_the_recorded_elisions_and_chooses_none_itself() -> None:
-    from dataclasses import dataclass
+@dataclass
+class _State:
+    turn: int
+    candidates: CandidateBook
 
-    from agent.run.context import ContextLimits, ContextWindow
-    from agent.tools.candidates import CandidateBook
 
-    @dataclass
-    class State:
-        turn: int
-        candidates: CandidateBook
+class _Sink:
+    def __init__(self) -> None:
+        self.events: list[ContextElidedEvent] = []
 
+    def write(self, event: ContextElidedEvent) -> None:
+        self.events.append(event)
+
+
+def test_a_replay_window_applies_recorded_stubs_of_a_run_recorded_before_folding() -> None:
     history = _conversation()
-    events: list = []
+    sink = _Sink()
     window = ContextWindow(
-        ContextLimits(ceiling_tokens=8_000, keep_last_turns=1, chunk_turns=1), recorded={3: [4]}
+        ContextLimits(ceiling_tokens=8_000, keep_last_turns=1, chunk_turns=1),
+        recorded={3: Elision((4,), folded=False)},
     )
-    sink = type("Sink", (), {"write": lambda self, event: events.append(event)})()
-    assert window.next_request(history, State(2, CandidateBook()), [], sink) == _conversation()
-    sent = window.next_request(history, State(3, CandidateBook()), [], sink)
-    assert [e.elided for e in events] == [[4]] and events[0].turn == 3
+    assert window.next_request(history, _State(2, CandidateBook()), [], sink) == _conversation()
+    sent = window.next_request(history, _State(3, CandidateBook()), [], sink)
+    assert [(e.elided, e.folded) for e in sink.events] == [([4], False)] and sink.events[0].turn == 3
     assert sent[:4] == _conversation()[:4] and sent[5:7] == _conversation()[5:7]
     assert sent[4].content.startswith("[elided: read_file kernels/a.cu")
     assert isinstance(sent[-1], UserMessage) and sent[-1].text.startswith(NOTE_PREFIX) and len(history) == 8
     assert "No verified candidate yet." in sent[-1].text
+
+
+def test_a_fold_turns_old_turns_into_one_digest_line_each_and_keeps_tool_pairing() -> None:
+    history = _conversation()
+    sink = _Sink()
+    window = ContextWindow(ContextLimits(ceiling_tokens=8_000, keep_last_turns=1, chunk_turns=1))
+    sent = window.next_request(history, _State(3, CandidateBook()), [], sink)
+    assert [(e.elided, e.folded) for e in sink.events] == [([2, 3, 4], True)]
+    digest = sent[2]
+    assert isinstance(digest, UserMessage)
+    size = f"{len(kernel_source(1).encode()) / 1000:.1f} kB"
+    # the call, its path and size; a file's text and a write's confirmation are not repeated
+    assert digest.text.splitlines()[1] == f"1. write_file kernels/a.cu ({size}); read_file kernels/a.cu"
+    assert sent[3:5] == history[5:7] and sent[5] == history[-1]  # the last turn, then the note
+    body = anthropic_adapter.build_request("claude", sent, [], max_tokens=100)
+    assert [t["role"] for t in body["messages"]] == ["user", "assistant", "user"]
+    # a replay of the recording folds the same messages
+    replay = ContextWindow(window.limits, recorded={3: Elision((2, 3, 4))})
+    assert replay.next_request(_conversation(), _State(3, CandidateBook()), [], _Sink()) == sent
+
+
+def test_a_digest_line_shows_a_result_s_first_line_and_every_error() -> None:
+    history = [
+        SystemMessage(text="s"),
+        UserMessage(text="t"),
+        AssistantMessage(
+            tool_calls=[
+                ToolCall.from_raw(id="c", name="compile", raw_arguments="{}"),
+                ToolCall.from_raw(id="e", name="read_file", raw_arguments='{"path": "x.cu"}'),
+            ]
+        ),
+        ToolResultMessage(tool_call_id="c", tool_name="compile", content="compile failed: 2 errors\nmore"),
+        ToolResultMessage(
+            tool_call_id="e", tool_name="read_file", content="no such file: x.cu", is_error=True
+        ),
+    ]
+    assert turns_digest(history, 2, 5).splitlines()[1] == (
+        "1. compile -> 'compile failed: 2 errors'; read_file x.cu -> error: 'no such file: x.cu'"
+    )
