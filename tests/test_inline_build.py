@@ -349,6 +349,31 @@ def test_a_broken_generation_reports_the_error_of_the_file_as_written(tmp_path: 
     assert "nvcc_parallel" not in ninja  # the original is compiled by nvcc itself
 
 
+@pytest.mark.slow
+def test_agent_compile_of_a_generation_shows_its_kernels_resource_table(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A single file's load_inline build reports registers, spills, shared memory and occupancy
+    per kernel like a workspace build, built or up to date."""
+    from typer.testing import CliRunner
+
+    from agent.cli.app import app
+
+    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path / "state"))
+    monkeypatch.setenv("KERNEL_AGENT_BUILD_CACHE", str(cache))
+    path = tmp_path / "relu_generation.py"
+    path.write_text(GENERATION.replace("BODY", ""))
+
+    replies = [CliRunner().invoke(app, ["compile", str(path), "--arch", "sm_90"]) for _ in range(2)]
+
+    for reply in replies:
+        assert reply.exit_code == 0, reply.output
+        table = reply.output.split("kernel resources (ptxas", 1)[-1]
+        row = next(line for line in table.splitlines() if line.startswith("relu_kernel("))
+        assert "(relu_generation/cuda.cu) | sm_90 | " in row and "threads/block" in row
+    assert "up to date" in replies[1].output
+
+
 BUILD_IN_PROCESS = """
 import runpy, sys
 sys.path.insert(0, sys.argv[3])

@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 MAX_TOP_LEVEL_MODULES = 10
@@ -22,17 +20,27 @@ def _run(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_import_layers_hold() -> None:
-    """pyproject.toml [tool.importlinter]: cli > batch > run > templates > tools > tune > referee >
-    build > models > transcripts > vocabulary, and sandbox/ imports nothing from agent/."""
+    """pyproject.toml [tool.importlinter]: agent/'s layers, sandbox/ imports nothing from agent/, and
+    no package's modules import each other in a cycle."""
     proc = _run("lint-imports", "--no-cache")
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "0 broken" in proc.stdout
 
 
-@pytest.mark.slow
 def test_pyright_basic_is_clean_on_agent_and_sandbox() -> None:
-    proc = _run("pyright")
+    """Against the interpreter running the tests, so an unactivated venv checks the same packages."""
+    proc = _run("pyright", "--pythonpath", sys.executable)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+
+def test_ruff_lint_is_clean() -> None:
+    proc = _run("ruff", "check", "--no-cache", ".")
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+
+def test_ruff_format_is_applied() -> None:
+    proc = _run("ruff", "format", "--check", "--no-cache", ".")
+    assert proc.returncode == 0, "run `ruff format .`:\n" + proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
 def test_every_package_has_a_readme() -> None:

@@ -13,6 +13,7 @@ from agent.build.diagnostics import parse_log
 from agent.build.resources import (
     RESOURCES_FILE,
     base_name,
+    inline_resources,
     kernel_resources,
     launch_bounds,
     occupancy,
@@ -180,6 +181,40 @@ def test_an_incremental_build_keeps_the_facts_of_files_it_did_not_recompile(tmp_
     assert workspace_resources(ws, None, "/workspace") == second  # an unchanged build shows the same
     (tmp_path / "kernels" / "gemm.cu").unlink()
     assert [k.source for k in workspace_resources(ws, None, "/workspace")] == ["kernels/spill.cu"]
+
+
+# ninja's output of a load_inline build routed through a cut-down copy (inline_build.py).
+INLINE_LOG = """\
+[1/3] /usr/bin/python3 /workers/nvcc_parallel.py /usr/local/cuda/bin/nvcc -DTORCH_EXTENSION_NAME=relu_ext \
+-c /cache/build/abc/relu_ext/cuda.min.cu -o cuda.cuda.o --resource-usage
+ptxas info    : Compiling entry function '_Z11relu_kernelPKfPfl' for 'sm_90'
+ptxas info    : Function properties for _Z11relu_kernelPKfPfl
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 10 registers, used 0 barriers
+[2/3] c++ -c /cache/build/abc/relu_ext/main.cpp -o main.o
+[3/3] c++ main.o cuda.cuda.o -shared -o relu_ext.so
+"""
+
+
+def test_a_single_files_kernels_are_named_by_the_cu_load_inline_wrote_and_kept_per_extension() -> None:
+    other = inline_resources(NVCC12_LOG.replace("sm_80", "sm_90"), build_dir="/x", solution_text="", kept=[])[
+        0
+    ].model_copy(update={"source": "gelu_ext/cuda.cu"})
+    stale = other.model_copy(update={"source": "relu_ext/cuda.cu", "registers": 99})
+    source = "__global__ void __launch_bounds__(512) relu_kernel(const float* x, float* y, long n) {}"
+
+    kernels = inline_resources(
+        INLINE_LOG, build_dir="/cache/build/abc", solution_text=source, kept=[other, stale]
+    )
+
+    assert [(base_name(k.kernel), k.source) for k in kernels] == [
+        ("relu", "gelu_ext/cuda.cu"),  # an extension this build did not recompile keeps its facts
+        ("relu_kernel", "relu_ext/cuda.cu"),  # the rebuilt one's replace what was kept
+    ]
+    relu = kernels[1]
+    assert relu.registers == 10 and relu.occupancy is not None
+    assert relu.occupancy.threads_per_block == 512  # launch bounds read from the .py's CUDA string
+    assert inline_resources(None, build_dir="/cache/build/abc", solution_text=source, kept=kernels) == kernels
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")

@@ -15,15 +15,18 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.batch.config import EvalJob, JudgingOptions, SolveOutcome
 from agent.batch.executors import Evaluator
 from agent.models.base import Model
 from agent.referee.results import EvalResult
 from agent.tasks import Task
-from agent.workspace import Workspace
+from agent.workspace import SingleFileSolution, Workspace
 from sandbox.base import Sandbox
+
+if TYPE_CHECKING:
+    from agent.run.region_records import RegionRun
 
 
 class BatchReferee:
@@ -54,8 +57,10 @@ class BatchReferee:
     ) -> EvalResult:
         """`sandbox` is the agent's own; the batch compiles and judges in sandboxes of its configured kind
         (the build folder is keyed by the workspace, so the agent's incremental builds are reused)."""
+        # A composed whole model (agent/run/by_region.py) is a single file: the job names the file.
+        solution = workspace.source if isinstance(workspace, SingleFileSolution) else workspace.root
         job = EvalJob(
-            task=task, solution=workspace.root, options=self.options.model_copy(update={"profile": profile})
+            task=task, solution=solution, options=self.options.model_copy(update={"profile": profile})
         )
         started = time.monotonic()
         result = self.evaluator.evaluate(job, holder=self.holder)
@@ -75,10 +80,12 @@ class NotAttempted(Exception):
 
 def template_policy(task: Task) -> Model:
     """The built-in policy for one task (`--model templates`), as `agent solve --model templates`
-    builds it; raises NotAttempted with the library's reason for a task it does not cover."""
-    from agent.templates import NotCovered, build_policy
+    builds it (region by region for a model it covers only so); raises NotAttempted with the
+    library's reason for a task it does not cover."""
+    from agent.run.by_region import templates_model
+    from agent.templates import NotCovered
 
-    policy = build_policy(task.path)
+    policy = templates_model(task.path)
     if isinstance(policy, NotCovered):
         raise NotAttempted(f"not covered by the template library: {policy.reason}")
     return policy
@@ -131,9 +138,12 @@ def solve_runner(
     outage = getattr(model, "outage", None)
     failed = run.status in SOLVE_ERRORS
     solution = out_dir / "solution"
+    regions = region_run(out_dir)
+    if regions is not None:  # a region-by-region run submits one composed file
+        solution = out_dir / "model_new.py"
     return SolveOutcome(
         status="error" if failed else "solved" if run.verified else "no_solution",
-        solution_path=solution if solution.is_dir() else None,
+        solution_path=solution if solution.exists() else None,
         result=result if run.verified or not failed else None,
         tokens=run.usage.in_tokens + run.usage.out_tokens,
         usd=run.usage.usd,
@@ -141,4 +151,13 @@ def solve_runner(
         transcript_path=out_dir / "transcript.jsonl",
         error=f"{run.status}: {run.message}" if failed or not run.verified else None,
         transient=run.status == "model_error" and outage is not None,
+        regions=regions,
     )
+
+
+def region_run(out_dir: Path) -> RegionRun | None:
+    """The regions.json a region-by-region run wrote, if it was one."""
+    from agent.run.region_records import RegionRun
+
+    path = out_dir / "regions.json"
+    return RegionRun.model_validate_json(path.read_text(encoding="utf-8")) if path.is_file() else None

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S
 from agent.referee.options import EvalOptions
 from agent.referee.results import EvalResult
+from agent.run.region_records import RegionRun
 from agent.tasks import Task
 
 Mode = Literal["agent", "solutions"]
@@ -163,6 +164,7 @@ class SolveOutcome(BaseModel):
     transcript_path: Path | None = None
     error: str | None = None
     transient: bool = Field(default=False, description="a provider outage: retry later, not a result")
+    regions: RegionRun | None = Field(default=None, description="a region-by-region run's regions")
 
 
 class AttemptOutcome(BaseModel):
@@ -178,6 +180,7 @@ class AttemptOutcome(BaseModel):
     solution_path: str | None = None
     transcript_path: str | None = None
     error: str | None = None
+    regions: RegionRun | None = Field(default=None, description="a region-by-region run's regions")
 
     @property
     def verdict(self) -> str | None:

@@ -76,6 +76,22 @@ MIGRATIONS: list[str] = [
     """,
     # 2: reports join evaluations to attempts by role
     "CREATE INDEX evaluations_by_attempt ON evaluations(attempt_id, role);",
+    # 3: a region-by-region run's regions (agent/run/region_records.py RegionRun), one row an attempt
+    """
+    CREATE TABLE region_runs (
+        attempt_id INTEGER PRIMARY KEY REFERENCES attempts(id),
+        speedup_eager REAL,
+        speedup_compile REAL,
+        covered_share REAL NOT NULL,
+        run_json TEXT NOT NULL
+    );
+    """,
+    # 4: the precision policy each evaluation was judged under and the precision the judge measured
+    # (docs/precision.md); NULL in evaluations from before precision policies
+    """
+    ALTER TABLE evaluations ADD COLUMN precision TEXT;
+    ALTER TABLE evaluations ADD COLUMN measured_precision TEXT;
+    """,
 ]
 
 

@@ -62,6 +62,8 @@ def evaluation_columns(result: EvalResult) -> tuple[Any, ...]:
         times.total_s,
         result.device.name if result.device else None,
         result.model_dump_json(),
+        result.precision,
+        result.precision_check.measured if result.precision_check else None,
     )
 
 

@@ -25,6 +25,7 @@ from agent.batch.metrics import (
 )
 from agent.batch.stages import StageShare, stage_breakdown, stage_rows
 from agent.batch.store import AttemptRecord, Store
+from agent.run.region_records import RegionRun
 
 
 class CandidateRow(BaseModel):
@@ -79,6 +80,8 @@ class BatchReport(BaseModel):
     oldest_running: list[RunningAttempt] = []
     """the longest-running of the attempts in flight, longest first"""
     generated_at: str
+    regions: dict[str, RegionRun] = {}
+    """region-by-region runs (agent/run/by_region.py) of the counted attempts, by task/candidate"""
 
 
 class NothingToReport(ValueError):
@@ -112,6 +115,7 @@ def _report(store: Store, key: str, runs: list[dict[str, Any]]) -> BatchReport:
     now = time.time()
     per_candidate = samples_from_records(records)
     tasks = best_per_task(per_candidate)
+    by_id = {r.attempt_id: r for r in records}
     last = runs[-1] if runs else {}
     config = json.loads(last.get("config_json") or "{}")
     gpus = [g.get("name") or f"gpu {g.get('id')}" for g in json.loads(last.get("gpus_json") or "[]")]
@@ -136,6 +140,10 @@ def _report(store: Store, key: str, runs: list[dict[str, Any]]) -> BatchReport:
             for a in running[:OLDEST_SHOWN]
         ],
         generated_at=time.strftime("%Y-%m-%d %H:%M:%S"),
+        regions={
+            f"{by_id[i].task_name}/{by_id[i].candidate}": run
+            for i, run in store.region_runs(list(by_id)).items()
+        },
     )
 
 
@@ -262,6 +270,27 @@ def candidate_rows(report: BatchReport) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def region_rows(report: BatchReport) -> tuple[list[str], list[list[str]]]:
+    """One row a model solved region by region: the share of its time the regions cover and the
+    submitted composition holds, its regions, and its end-to-end speedups."""
+    head = ["model", "allocation", "covered", "kept", "regions kept/covered/all", "vs eager", "vs compile"]
+    rows = []
+    for name, run in sorted(report.regions.items()):
+        covered = sum(r.covered for r in run.regions)
+        rows.append(
+            [
+                name,
+                run.allocation,
+                fmt_pct(run.covered_share),
+                fmt_pct(run.kept_share),
+                f"{len(run.submitted or [])}/{covered}/{len(run.regions)}",
+                fmt_x(run.speedup_eager),
+                fmt_x(run.speedup_compile),
+            ]
+        )
+    return head, rows
+
+
 def header_lines(report: BatchReport) -> list[str]:
     what = f"model {report.model}" if report.mode == "agent" else f"solutions {report.solutions}"
     last = report.runs[-1] if report.runs else {}
@@ -361,6 +390,7 @@ def print_report(
             ("Cost", cost_rows(report)),
             *((("Where the evaluation time went", stage_rows(report.stages)),) if report.stages else ()),
             *((("Candidates", candidate_rows(report)),) if candidates else ()),
+            *((("Whole models, region by region", region_rows(report)),) if report.regions else ()),
         ]
     else:
         tables = [
@@ -369,6 +399,7 @@ def print_report(
             ("Cost", narrow_cost_rows(report)),
             *((("Where the evaluation time went", stage_rows(report.stages)),) if report.stages else ()),
             *((("Candidates", narrow_candidate_rows(report)),) if candidates else ()),
+            *((("Whole models, region by region", region_rows(report)),) if report.regions else ()),
         ]
     for title, (head, rows) in tables:
         if wide:
@@ -432,6 +463,12 @@ def render_markdown(reports: list[BatchReport]) -> str:
         if report.stages:
             parts += ["", "### Where the evaluation time went", "", _md_table(*stage_rows(report.stages))]
         parts += ["", "### Candidates", "", _md_table(*candidate_rows(report)), ""]
+        if report.regions:
+            parts += ["### Whole models, region by region", "", _md_table(*region_rows(report)), ""]
+            for name, run in sorted(report.regions.items()):
+                parts += [f"#### {name}", "", run.table(), ""]
+                if run.compositions:
+                    parts += [run.compositions_table(), ""]
         if report.load_errors:
             parts += ["### Tasks that did not load", "", *[f"- {e}" for e in report.load_errors], ""]
     return "\n".join(parts)

@@ -30,6 +30,7 @@ from agent.batch.scheduler import BreakerModel, CircuitBreaker
 from agent.batch.store import Store
 from agent.models.base import Model, ModelError
 from agent.models.registry import TEMPLATES_MODEL
+from agent.run.by_region import RegionwisePolicy
 from agent.tasks import Task, TaskLoadError, load_folder
 from sandbox.base import SandboxError
 
@@ -258,7 +259,13 @@ class BatchRunner:
             agent_model = self.model_factory(item)
         except NotAttempted as exc:  # a result (nothing to try), not a failure: not redone
             return AttemptOutcome(status="done", error=str(exc))
-        model = BreakerModel(agent_model, self.breaker, self.stop)
+        # A region-by-region templates run is no loop's model (agent/run/by_region.py): solve() must
+        # see it as it is, and it has no provider to break.
+        model = (
+            agent_model
+            if isinstance(agent_model, RegionwisePolicy)
+            else BreakerModel(agent_model, self.breaker, self.stop)
+        )
         tries = self.config.max_outage_retries + 1
         for attempt in range(tries):
             self.breaker.wait(self.stop)
@@ -310,6 +317,7 @@ class BatchRunner:
             solution_path=str(solved.solution_path) if solved.solution_path else None,
             transcript_path=str(solved.transcript_path) if solved.transcript_path else None,
             error=solved.error,
+            regions=solved.regions,
         )
 
     # -- helpers --------------------------------------------------------------------------

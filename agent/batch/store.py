@@ -26,6 +26,7 @@ from agent.batch.config import AttemptOutcome, BatchConfig, WorkItem
 from agent.batch.migrations import MIGRATIONS, statements
 from agent.batch.records import AttemptRecord, evaluation_columns, record_from_row
 from agent.batch.store_writer import clear_record, locked_message, store_wait_s, wait_message, write_record
+from agent.run.region_records import RegionRun
 from agent.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -427,8 +428,21 @@ class Store:
                 db.execute(
                     "INSERT INTO evaluations (attempt_id, role, verdict, reason, compiled, correct,"
                     " speedup_eager, speedup_compile, gpu_s, compile_s, total_s, gpu, result_json,"
-                    " created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " precision, measured_precision, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (attempt_id, role, *evaluation_columns(result), now),
+                )
+            if outcome.regions is not None:
+                run = outcome.regions
+                db.execute(
+                    "INSERT INTO region_runs (attempt_id, speedup_eager, speedup_compile, covered_share,"
+                    " run_json) VALUES (?,?,?,?,?)",
+                    (
+                        attempt_id,
+                        run.speedup_eager,
+                        run.speedup_compile,
+                        run.covered_share,
+                        run.model_dump_json(),
+                    ),
                 )
 
     def abandon_running(self, run_id: int, why: str) -> int:
@@ -475,6 +489,18 @@ class Store:
                 (attempt_id, role),
             ).fetchall()
         return [json.loads(r["result_json"]) for r in rows]
+
+    def region_runs(self, attempt_ids: list[int]) -> dict[int, RegionRun]:
+        """The regions of those attempts that ran region by region, by attempt id."""
+        if not attempt_ids:
+            return {}
+        marks = ",".join("?" for _ in attempt_ids)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT attempt_id, run_json FROM region_runs WHERE attempt_id IN ({marks})",
+                tuple(attempt_ids),
+            ).fetchall()
+        return {r["attempt_id"]: RegionRun.model_validate_json(r["run_json"]) for r in rows}
 
     def batch_keys(self) -> list[str]:
         with self._lock:

@@ -9,6 +9,7 @@ good build without starting any process.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import json
 import logging
@@ -21,7 +22,13 @@ from pydantic import BaseModel, Field
 
 from agent.build.diagnostics import Diagnostic, parse_log
 from agent.build.inline_lines import locate
-from agent.build.resources import KernelResources, without_resource_lines, workspace_resources
+from agent.build.resources import (
+    KernelResources,
+    inline_resources,
+    parse_kept,
+    without_resource_lines,
+    workspace_resources,
+)
 from agent.build.source_scope import SourceScope, confine_log, write_model_log
 from agent.build.toolkit import resolve_arch
 from agent.workspace import EXTENSION_NAME, MODEL_ENTRY, SingleFileSolution, Solution, Workspace
@@ -37,6 +44,7 @@ CFLAGS = ["-O1"]
 # (agent/build/resources.py reads them; the error summaries leave them out).
 CUDA_CFLAGS = ["-O3", "-lineinfo", "--resource-usage"]
 BUILT_STAMP = ".kernel-agent-built.json"
+INLINE_RESOURCES = ".kernel-agent-resources.json"  # a single file's kernel facts, in its build folder
 LOG_FILE = ".harness/logs/compile.log"
 logger = logging.getLogger(__name__)
 
@@ -169,7 +177,7 @@ def compile_solution(
             status="up_to_date",
             mode="up_to_date",
             duration_s=time.monotonic() - start,
-            resources=_resources(solution, sandbox, None),
+            resources=_resources(solution, sandbox, None, build_dir),
             **common,
         )
 
@@ -233,7 +241,7 @@ def compile_solution(
         mode=record.get("mode", ""),
         duration_s=duration,
         worker_phases=_worker_phases(record),
-        resources=_resources(solution, sandbox, log),
+        resources=_resources(solution, sandbox, log, build_dir),
         warning_count=warnings,
         message=_load_notes(record),
         log_path=log_path,
@@ -271,11 +279,24 @@ def _load_notes(record: BuildResult) -> str:
     return "\n".join(f"note: {note}" for note in notes if isinstance(note, str))[:2000]
 
 
-def _resources(solution: Solution, sandbox: Sandbox, log: str | None) -> list[KernelResources]:
-    """A workspace's kernels as ptxas compiled them (kept for files this build did not recompile)."""
-    if not isinstance(solution, Workspace):
-        return []
-    return workspace_resources(solution, log, sandbox.workspace_path)
+def _resources(
+    solution: Solution, sandbox: Sandbox, log: str | None, build_dir: str
+) -> list[KernelResources]:
+    """The solution's kernels as ptxas compiled them (kept for files, or a single file's load_inline
+    extensions, this build did not recompile); `log` None: an unchanged build, the kept facts."""
+    if isinstance(solution, Workspace):
+        return workspace_resources(solution, log, sandbox.workspace_path)
+    path = f"{build_dir}/{INLINE_RESOURCES}"
+    try:
+        kept = parse_kept(sandbox.get_file(path))
+    except (OSError, KeyError):
+        kept = []
+    text = solution.model_files()[solution.path.name]
+    found = inline_resources(log, build_dir=build_dir, solution_text=text, kept=kept)
+    if log is not None:
+        with contextlib.suppress(OSError):
+            sandbox.put_file(path, json.dumps([k.model_dump(mode="json") for k in found]).encode())
+    return found
 
 
 def _worker_phases(record: BuildResult) -> dict[str, float]:

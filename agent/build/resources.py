@@ -11,6 +11,9 @@ ptxas prints, for every entry function it compiles:
 
 An incremental build recompiles only edited files, so a workspace's facts are kept per source
 file in `.harness/logs/kernel_resources.json` and replaced for the files the log shows rebuilt.
+A single file's `load_inline` builds report the same lines (sandbox/workers/inline_build.py
+compiles them with `--resource-usage` and keeps ninja's output); their kernels are named by the
+extension's folder and the `.cu` load_inline wrote, e.g. `relu_ext/cuda.cu`.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ _LAUNCH_BOUNDS = re.compile(
     r"__global__\s+(?:[\w:<>]+\s+)*?__launch_bounds__\s*\(\s*(?P<bound>[^,)]+)[^)]*\)\s*(?:[\w:<>*]+\s+)*?"
     r"(?P<name>\w+)\s*\("
 )
+_TIER_COPY = re.compile(r"\.(?:min|lean)\.cu$")  # inline_build's cut-down copies of a load_inline .cu
 _CONSTANT = re.compile(
     r"(?:#define\s+(?P<macro>\w+)\s+|constexpr\s+\w+\s+(?P<const>\w+)\s*=\s*)\(?(?P<value>\d+)"
 )
@@ -280,14 +284,32 @@ def workspace_resources(workspace: Workspace, log: str | None, sandbox_root: str
     return [k for k in kept if k.source is None or k.source in present]
 
 
-def _load(workspace: Workspace) -> list[KernelResources]:
-    raw = read_regular(workspace.root, RESOURCES_FILE)
+def inline_resources(
+    log: str | None, *, build_dir: str, solution_text: str, kept: list[KernelResources]
+) -> list[KernelResources]:
+    """A single file's kernels: those of the load_inline builds this log shows (in `build_dir`, one
+    folder per extension; a cut-down copy's kernels named by the .cu load_inline wrote), and the
+    `kept` facts of the extensions it did not recompile."""
+    if log is None:
+        return kept
+    compiled, fresh = kernel_resources(log, sandbox_root=build_dir, sources={"solution": solution_text})
+    rebuilt = {_TIER_COPY.sub(".cu", rel) for rel in compiled}
+    fresh = [k.model_copy(update={"source": _TIER_COPY.sub(".cu", k.source or "") or None}) for k in fresh]
+    return [k for k in kept if k.source not in rebuilt] + fresh
+
+
+def parse_kept(raw: bytes | None) -> list[KernelResources]:
+    """Facts kept by an earlier build (a JSON list); none when missing or unreadable."""
     if raw is None:
         return []
     try:
         return [KernelResources.model_validate(item) for item in json.loads(raw)]
     except (ValueError, TypeError, ValidationError):
         return []
+
+
+def _load(workspace: Workspace) -> list[KernelResources]:
+    return parse_kept(read_regular(workspace.root, RESOURCES_FILE))
 
 
 def render_resources(kernels: list[KernelResources], limit: int = 12) -> str:

@@ -30,6 +30,7 @@ from agent.cli.common import (
     inspect_timeout_option,
     json_flag,
     policy_option,
+    precision_option,
     profile_option,
     refresh_baselines_option,
     request_timeout_option,
@@ -159,11 +160,23 @@ def batch_command(
     request_timeout: Annotated[
         str | None, typer.Option("--request-timeout", help=REQUEST_TIMEOUT_HELP, rich_help_panel=RUN)
     ] = None,
+    region_allocation: Annotated[
+        str | None,
+        typer.Option(
+            "--region-allocation",
+            help="--model templates on a model covered region by region: split each run's candidates by "
+            "expected gain (gain, the default) or the same to every covered region (uniform).",
+            rich_help_panel=RUN,
+        ),
+    ] = None,
     context_tokens: Annotated[
         str | None, typer.Option("--context-tokens", help=CONTEXT_TOKENS_HELP, rich_help_panel=RUN)
     ] = None,
     sandbox: Annotated[str, sandbox_option("local, docker or auto.", rich_help_panel=JUDGE)] = "local",
     policy: Annotated[str, policy_option("Referee policy.", rich_help_panel=JUDGE)] = "strict",
+    precision: Annotated[
+        str, precision_option("fp32 (default), tf32, fp16, bf16 or match.", rich_help_panel=JUDGE)
+    ] = "fp32",
     trials: Annotated[int, trials_option("Correctness trials.", rich_help_panel=JUDGE)] = 5,
     profile: Annotated[bool, profile_option("Time candidates and baselines.", rich_help_panel=JUDGE)] = True,
     compile_mode: Annotated[
@@ -239,6 +252,8 @@ def batch_command(
     check_count("--concurrency", concurrency, "tasks in flight")
     check_count("--compile-workers", compile_workers, "concurrent builds")
     check_count("--samples", samples, "agent runs per task")
+    if region_allocation not in (None, "gain", "uniform"):
+        fail(f"--region-allocation {region_allocation!r}: choose one of gain, uniform")
     check_seconds("--inspect-timeout", inspect_timeout)
     gpu_ids = _gpu_ids(gpus) if gpus is not None else None
     if budget is not None:
@@ -260,6 +275,7 @@ def batch_command(
         JudgingOptions,
         sandbox=sandbox,
         policy=policy,
+        precision=precision,
         trials=trials,
         profile=profile,
         compile_mode=None if compile_mode == "none" else compile_mode,
@@ -324,7 +340,9 @@ def batch_command(
         eval=judging,
         redo=redo or [],
         retry_errors=retry_errors,
-        solve_options=({"budget": budget} if budget else {}) | context,
+        solve_options=({"budget": budget} if budget else {})
+        | ({"region_allocation": region_allocation} if region_allocation else {})
+        | context,
         request_timeout_s=request_timeout_s,
         inspect_timeout_s=inspect_timeout,
     )

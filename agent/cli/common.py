@@ -152,7 +152,29 @@ def refresh_baselines_option(
     return typer.Option(flags, help=help, **kwargs)
 
 
+PRECISION_CHOICES = ("fp32", "tf32", "fp16", "bf16", "match")
+"""agent.referee.policy.PRECISIONS, spelled here so that `agent --help` does not import torch
+(tests/cli keeps the two equal)."""
+
+
+def check_precision(value: str) -> str:
+    """The `--precision` callback: a value outside PRECISION_CHOICES ends the command naming the flag."""
+    if value not in PRECISION_CHOICES:
+        fail(f"--precision {value!r}: unknown precision; choose one of {', '.join(PRECISION_CHOICES)}")
+    return value
+
+
+def precision_option(
+    help: str = "Arithmetic a candidate may use: fp32 (strict, the default), tf32, fp16, bf16, or match "
+    "(any; speedups against baselines at the precision measured). Sets the tolerances and the "
+    "baselines' flags; the judge measures the candidate's (docs/precision.md).",
+    **kwargs: Any,
+) -> Any:
+    return typer.Option("--precision", help=help, callback=check_precision, **kwargs)
+
+
 PolicyOpt = Annotated[str, policy_option()]
+PrecisionOpt = Annotated[str, precision_option()]
 TrialsOpt = Annotated[int, trials_option(min=1)]
 ProfileOpt = Annotated[bool, profile_option()]
 CompileModeOpt = Annotated[str, compile_mode_option()]
@@ -187,8 +209,8 @@ def gpu_visible() -> bool:
 
 
 CONTEXT_TOKENS_HELP = (
-    "Estimated input tokens per model request (e.g. 64k; default 100000): older turns are shortened "
-    "to one-line stubs to stay under it. off: the whole history every turn."
+    "Estimated input tokens per model request (e.g. 64k; default 100000): older turns are folded "
+    "into one line each to stay under it. off: the whole history every turn."
 )
 
 

@@ -34,6 +34,7 @@ from agent.cli.common import (
     inspect_timeout_option,
     json_flag,
     policy_option,
+    precision_option,
     profile_option,
     refresh_baselines_option,
     sandbox_option,
@@ -104,8 +105,10 @@ def eval_command(
     compile_mode: Annotated[str, compile_mode_option()] = "default",
     arch: Annotated[str | None, arch_option("GPU architecture to build for (sm_90, 9.0, ...).")] = None,
     sandbox: Annotated[str, sandbox_option("Where the candidate runs: local, docker or auto.")] = "local",
+    precision: Annotated[str, precision_option()] = "fp32",
     tolerance: Annotated[
-        str, typer.Option("--tolerance", help="default (atol=rtol=1e-2) or tight.")
+        str,
+        typer.Option("--tolerance", help="default (the precision's: fp32 atol=rtol=1e-3) or tight."),
     ] = "default",
     refresh_baselines: Annotated[bool, refresh_baselines_option()] = False,
     inspect_timeout: InspectTimeoutOpt = DEFAULT_INSPECT_TIMEOUT_S,
@@ -130,6 +133,7 @@ def eval_command(
     options = checked_options(
         EvalOptions,
         policy=policy,
+        precision=precision,
         tolerance=tolerance,
         trials=trials,
         profile=profile,
@@ -274,6 +278,10 @@ def compile_command(
         console.print(f"[green]✓[/] {result.feedback()}  [dim]({result.mode}; {result.build_dir})[/]")
         if result.arch_source.startswith("no GPU"):
             console.print(f"[dim]{result.arch_source}[/]")
+        from agent.build.resources import render_resources
+
+        if resources := render_resources(result.resources):
+            console.print(resources, highlight=False, markup=False, soft_wrap=True)
     if not result.ok:
         _print_build_failure(result, solution, quiet=as_json)
 

@@ -30,6 +30,7 @@ from agent.cli.common import (
     BudgetOpt,
     InspectTimeoutOpt,
     PolicyOpt,
+    PrecisionOpt,
     SandboxOpt,
     UnsandboxedFlag,
     arch_option,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 
 POLICIES = ("strict", "kernelbench")
 BASELINES = ("eager", "compile")
+REGION_ALLOCATIONS = ("gain", "uniform")
 
 
 def make_referee(*, options: EvalOptions) -> Referee:
@@ -78,9 +80,10 @@ def _load_model(
     """`no_key`: what the default model's key check said when no --model was given (the run then uses
     the template policy, and says so)."""
     if spec == TEMPLATES:
-        from agent.templates import NotCovered, build_policy
+        from agent.run.by_region import RegionwisePolicy, templates_model
+        from agent.templates import NotCovered
 
-        policy = build_policy(task)
+        policy = templates_model(task)  # a model covered only region by region is solved that way
         if isinstance(policy, NotCovered):
             if no_key is not None:
                 fail(
@@ -88,6 +91,10 @@ def _load_model(
                     f"and its library does not cover {task}: {policy.reason}; an LLM needs the key: {no_key}"
                 )
             fail(f"--model templates: the template library does not cover {task}: {policy.reason}")
+        if isinstance(policy, RegionwisePolicy):
+            err_console.print(
+                escape(f"{task}: {policy.reason}; solving it region by region"), highlight=False
+            )
         if no_key is not None:
             err_console.print(
                 escape(
@@ -243,6 +250,7 @@ def solve_command(
     ] = None,
     sandbox: SandboxOpt = "local",
     policy: PolicyOpt = "strict",
+    precision: PrecisionOpt = "fp32",
     arch: Annotated[
         str | None, arch_option("GPU architecture to build for (sm_90, 9.0); default: the visible GPU.")
     ] = None,
@@ -279,6 +287,14 @@ def solve_command(
         bool, json_flag("Print the SolveResult as JSON (no status line, no log lines).")
     ] = False,
     unsandboxed: UnsandboxedFlag = False,
+    region_allocation: Annotated[
+        str,
+        typer.Option(
+            "--region-allocation",
+            help="--model templates on a model covered region by region: split the candidates by "
+            "expected gain (gain) or the same to every covered region (uniform).",
+        ),
+    ] = "gain",
 ) -> None:
     """Make one PyTorch module faster: an LLM writes CUDA kernels, the referee judges them, and the best
     verified solution, a report and the transcript land in the output folder."""
@@ -301,6 +317,8 @@ def solve_command(
         fail(f"--policy {policy!r}: choose one of {', '.join(POLICIES)}")
     if baseline not in BASELINES:
         fail(f"--baseline {baseline!r}: choose one of {', '.join(BASELINES)}")
+    if region_allocation not in REGION_ALLOCATIONS:
+        fail(f"--region-allocation {region_allocation!r}: choose one of {', '.join(REGION_ALLOCATIONS)}")
     _check_sandbox(sandbox)
     check_confinement(sandbox, unsandboxed)
     _check_arch(arch)
@@ -319,7 +337,7 @@ def solve_command(
     from agent.tasks import TaskLoadError, load_task
     from sandbox.base import SandboxError
 
-    options = checked_options(EvalOptions, policy=policy, arch=arch)
+    options = checked_options(EvalOptions, policy=policy, precision=precision, arch=arch)
     referee = make_referee(options=options)
     if not allow_no_gpu and referee.device() is None:
         fail(NO_GPU_MESSAGE)
@@ -338,6 +356,7 @@ def solve_command(
         shell=shell,
         allow_no_gpu=allow_no_gpu,
         request_timeout_s=request_timeout_s,
+        region_allocation="uniform" if region_allocation == "uniform" else "gain",
         **context,
     )
     agent_model = _load_model(spec, prices, task, no_key=no_key, request_timeout_s=request_timeout_s)

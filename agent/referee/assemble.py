@@ -103,7 +103,9 @@ def correctness_report(
 ) -> CorrectnessReport:
     judged_trials = {t["index"]: t for t in judge.get("trials", [])}
     trials = [
-        trial_report(t, judged_trials[t["index"]])
+        trial_report(t, judged_trials[t["index"]]).model_copy(
+            update={"inputs": judged_trials[t["index"]].get("inputs", "task")}
+        )
         for t in cand.get("trials", [])
         if t["index"] in judged_trials
     ]
@@ -127,6 +129,7 @@ def correctness_report(
         tolerance=tolerance,
         trials=trials,
         rechecks=rechecks,
+        hidden_transforms=list(judge.get("hidden_transforms") or ["task"]),
     )
 
 

@@ -1,8 +1,9 @@
 """Cached eager and torch.compile timings, so a batch times each baseline once.
 
 One JSON file under agent.paths.cache_dir(); entries are keyed by the task's content hash,
-its input spec, the GPU, the torch version, the arm (eager, or compile with its mode) and the
-timing procedure's version and settings. Writers hold an exclusive lock; `--refresh-baselines`
+its input spec, the GPU, the torch version, the arm (eager, or compile with its mode), the
+timing procedure's version and settings, and the precision the baseline ran at (a TF32 or
+autocast baseline is a different number; docs/precision.md). Writers hold an exclusive lock; `--refresh-baselines`
 re-times and overwrites.
 """
 
@@ -31,6 +32,7 @@ class BaselineKey(BaseModel):
     torch: str
     arm: str  # "eager" | "compile:<mode>" | "bandwidth"
     timing: str
+    precision: str = "fp32"  # what the baseline ran at: fp32, tf32, fp16, bf16
 
     def digest(self) -> str:
         return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
@@ -115,13 +117,19 @@ class Baselines:
         timing: str,
         refresh: bool,
         configured_bandwidth: float | None,
+        precision: str = "fp32",
     ) -> Baselines:
+        """The keys of this evaluation's baselines and what the cache holds of them. Under the
+        `match` policy the precision is known only once the judge measured the candidate's: the
+        judge times them at that precision (never read from the cache) and they are cached
+        under it."""
         common = {
             "task_sha256": task_sha256,
             "input_spec": input_spec,
             "gpu": gpu,
             "torch": torch,
             "timing": timing,
+            "precision": precision,
         }
         keys = {
             "eager": BaselineKey(arm="eager", **common),
@@ -130,7 +138,10 @@ class Baselines:
                 arm="bandwidth", task_sha256="", input_spec="", gpu=gpu, torch=torch, timing=""
             ),
         }
-        cached = {arm: None if refresh else cache.get(key) for arm, key in keys.items()}
+        cached = {
+            arm: None if refresh or (precision == "match" and arm != "bandwidth") else cache.get(key)
+            for arm, key in keys.items()
+        }
         return cls(cache, keys, cached, compile_mode, configured_bandwidth)
 
     def request(self, *, measure_bandwidth: bool) -> BaselinePart:
@@ -148,6 +159,7 @@ class Baselines:
     def resolve(self, judged: JudgeResult) -> None:
         """Take cached numbers, or the judge's fresh ones (and cache those)."""
         fresh = judged.get("baselines") or {}
+        at = judged.get("baseline_precision")
         for arm in ("eager", "compile"):
             entry, measured = self.cached.get(arm), fresh.get(arm)
             self.stats[arm] = None
@@ -157,7 +169,11 @@ class Baselines:
                 self.errors[arm] = str(measured["error"])
             elif measured:
                 self.stats[arm] = TimingStats.model_validate(measured)
-                self.cache.put(self.keys[arm], stats=self.stats[arm])
+                key = self.keys[arm]
+                if at and at != key.precision:  # `match`: what the judge measured
+                    key = key.model_copy(update={"precision": at})
+                if key.precision != "match":
+                    self.cache.put(key, stats=self.stats[arm])
         if self.configured_bandwidth:
             self.bandwidth, self.bandwidth_source = self.configured_bandwidth, "configured"
         elif self.cached["bandwidth"] is not None:

@@ -36,6 +36,7 @@ from agent.referee.results import (
     DeviceInfo,
     EvalResult,
     FailureReport,
+    PrecisionReport,
     SolutionRef,
     StageTimes,
     TaskRef,
@@ -215,6 +216,7 @@ def _judge_compiled(
             path=str(solution.source if isinstance(solution, SingleFileSolution) else solution.entry),
         ),
         policy=policy,
+        precision=options.precision,
         device_kind="cpu" if device == "cpu" else "cuda",
         verdict="referee_error",
         reason="",
@@ -265,7 +267,7 @@ def _judge_compiled(
         )
         if memory is not None:
             memory.release()  # the judge holds the claim now, and gives it back as it frees memory
-        spec = _task_spec(task, device, seeds) | {
+        spec = _task_spec(task, device, seeds, hidden_inputs=options.hidden_inputs) | {
             "solution": _solution_spec(solution, compiled, sandbox),
             "exchange_dir": exchange.box_dir,
             "handoff_socket": f"{exchange.box_dir}/{gpu_handoff.SOCKET_NAME}"
@@ -317,14 +319,16 @@ def _judge_compiled(
             timing=json.dumps({**timing.to_dict(), "version": TIMING_VERSION}, sort_keys=True),
             refresh=options.refresh_baselines,
             configured_bandwidth=options.bandwidth_gbps,
+            precision=options.precision,
         )
-        judge_spec = _task_spec(task, device, seeds) | {
+        judge_spec = _task_spec(task, device, seeds, hidden_inputs=options.hidden_inputs) | {
             "exchange_dir": str(exchange.host_dir),
             "trials": [{"index": t["index"], "file": t["file"]} for t in cand.get("trials", [])],
             "rechecks": [{"index": r["index"], "seed": r["seed"], "file": r["file"]} for r in rechecks],
             "tolerances": tolerances.for_worker(),
             "timing": timing.to_dict(),
             "gpu_gate": gate,
+            "precision": options.precision,
         }
         if profile:
             judge_spec |= baselines.request(measure_bandwidth=device != "cpu")
@@ -379,6 +383,8 @@ def _conclude(
             "the task's get_inputs() is not reproducible from a seed (randomness torch does not seed)",
         )
     result.correctness = assemble.correctness_report(cand, judged, tolerances, trials)
+    if "precision" in judged:
+        result.precision_check = PrecisionReport.model_validate(judged["precision"])
     result.policy_report = assemble.policy_report(result.policy, cand, forged_notes=run.notes)
     tampered = assemble.tampered_inputs(cand, judged)
     if tampered:
@@ -405,12 +411,24 @@ def _conclude(
     result.policy_report.violations += record_problems + ([tampered] if tampered else [])
     if not result.correctness.passed:
         return "incorrect", assemble.first_problem(result.correctness)
+    if result.precision_check is not None and not result.precision_check.ok:
+        return "incorrect", result.precision_check.line
     shortfall = assemble.poison_shortfall(cand)
     if shortfall:
         return "referee_error", shortfall
     if result.policy_report.violations:
         return "policy_violation", result.policy_report.violations[0]
-    return "correct", assemble.correct_reason(result.correctness, result.performance)
+    return "correct", assemble.correct_reason(result.correctness, result.performance) + _precision_words(
+        result
+    )
+
+
+def _precision_words(result: EvalResult) -> str:
+    """The precision the speedups are stated at, where it is not plain FP32."""
+    check = result.precision_check
+    if check is None or (check.policy == "fp32" and check.baseline_precision == "fp32"):
+        return ""
+    return f"; precision {check.policy}: baselines at {check.baseline_precision.upper()}"
 
 
 def _stage_durations(record: CandidateRecord | None, total_s: float) -> dict[str, float]:
@@ -527,7 +545,7 @@ def _exclusive(path: str | None) -> Iterator[None]:
         yield
 
 
-def _task_spec(task: Task, device: str, seeds: Seeds) -> dict[str, Any]:
+def _task_spec(task: Task, device: str, seeds: Seeds, *, hidden_inputs: bool = True) -> dict[str, Any]:
     return {
         "device": device,
         "task_source": task.source,
@@ -535,6 +553,7 @@ def _task_spec(task: Task, device: str, seeds: Seeds) -> dict[str, Any]:
         "init_seed": seeds.init,
         "state_seed": seeds.state,
         "trial_seeds": seeds.trials,
+        "hidden_probe_seed": seeds.probe if hidden_inputs else None,
     }
 
 

@@ -103,6 +103,7 @@ def scan_python(text: str, file: str) -> list[Finding]:
                     "model",
                     "candidate_trials",
                     "referee_common",
+                    "hidden_inputs",
                     "timing",
                 ):
                     add("reference_access", node, f"imports {name} (the task or the harness)")

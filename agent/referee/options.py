@@ -13,7 +13,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from agent.referee.policy import PolicyName, TolerancePolicy, check_policy_name, tolerance_policy
+from agent.referee.policy import (
+    DEFAULT_PRECISION,
+    PRECISION_TOLERANCES,
+    PolicyName,
+    PrecisionName,
+    TolerancePolicy,
+    check_policy_name,
+    check_precision_name,
+    tolerance_policy,
+)
 from sandbox.workers.timing import TimingConfig
 
 GateOption = Path | str | None
@@ -29,12 +38,24 @@ class EvalOptions(BaseModel):
     """What a candidate may call: strict (CUDA-Agent rules: no torch compute) or kernelbench
     (torch glue allowed and reported)."""
 
+    precision: PrecisionName = DEFAULT_PRECISION
+    """The arithmetic a candidate may use (docs/precision.md): fp32 (strict), tf32, fp16, bf16, or
+    match (any of them, the speedup stated against the baselines at the precision measured). The
+    baselines are timed under the same flags and the judge rejects a candidate whose error shows a
+    lower precision than allowed."""
+
     tolerance: str | TolerancePolicy = "default"
-    """How close outputs must be: a name from agent.referee.policy.TOLERANCES (default, tight) or
-    a TolerancePolicy with a 'default' entry."""
+    """How close outputs must be: "default" (the precision's limits, agent.referee.policy.
+    PRECISION_TOLERANCES), another name from agent.referee.policy.TOLERANCES (tight) or a
+    TolerancePolicy with a 'default' entry."""
 
     trials: int = 5
     """Correctness trials, each on fresh inputs from fresh secret seeds (at least 1)."""
+
+    hidden_inputs: bool = True
+    """Trials after the first draw a secret transform of the task's inputs (scaled, shifted,
+    negated, zeros, ones: sandbox/workers/hidden_inputs.py) among those the reference's domain
+    allows; False: every trial uses the task's own input distribution."""
 
     profile: bool = True
     """Time the candidate against the baselines and profile its kernels after verifying it."""
@@ -76,6 +97,11 @@ class EvalOptions(BaseModel):
     def _known_policy(cls, value: object) -> object:
         return check_policy_name(value) if isinstance(value, str) else value
 
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _known_precision(cls, value: object) -> object:
+        return check_precision_name(value) if isinstance(value, str) else value
+
     @field_validator("tolerance")
     @classmethod
     def _known_tolerance(cls, value: str | TolerancePolicy) -> str | TolerancePolicy:
@@ -90,7 +116,9 @@ class EvalOptions(BaseModel):
         return value
 
     def tolerances(self) -> TolerancePolicy:
-        """The tolerance policy `tolerance` names."""
+        """The tolerance policy `tolerance` names; "default" is the precision's."""
+        if self.tolerance == "default":
+            return PRECISION_TOLERANCES[self.precision]
         return tolerance_policy(self.tolerance)
 
     def baseline_compile_mode(self) -> str | None:

@@ -20,8 +20,14 @@ from sandbox.workers.op_policy import (
     forbidden,
     is_allowed,
 )
+from sandbox.workers.precision import POLICIES as PRECISION_POLICIES
 
 PolicyName = Literal["strict", "kernelbench"]
+PrecisionName = Literal["fp32", "tf32", "fp16", "bf16", "match"]
+"""The arithmetic a candidate may use (docs/precision.md): the baselines are timed under the same
+flags, the tolerances follow it, and the judge measures what the candidate actually used."""
+
+DEFAULT_PRECISION: PrecisionName = "fp32"
 
 POLICY_RULES: dict[str, str] = {
     "strict": (
@@ -37,14 +43,18 @@ __all__ = [
     "LAYOUT_COPIES",
     "POLICIES",
     "POLICY_RULES",
+    "PRECISIONS",
+    "PRECISION_TOLERANCES",
     "QUERIES",
     "STRICT_ALLOWED",
     "TOLERANCES",
     "VIEWS",
     "DtypeTolerance",
     "PolicyName",
+    "PrecisionName",
     "TolerancePolicy",
     "check_policy_name",
+    "check_precision_name",
     "forbidden",
     "is_allowed",
     "tolerance_policy",
@@ -54,6 +64,15 @@ __all__ = [
 def check_policy_name(name: str) -> PolicyName:
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; choose one of: {', '.join(POLICIES)}")
+    return name  # type: ignore[return-value]
+
+
+PRECISIONS: tuple[str, ...] = PRECISION_POLICIES
+
+
+def check_precision_name(name: str) -> PrecisionName:
+    if name not in PRECISIONS:
+        raise ValueError(f"unknown precision {name!r}; choose one of: {', '.join(PRECISIONS)}")
     return name  # type: ignore[return-value]
 
 
@@ -109,6 +128,26 @@ TOLERANCES: dict[str, TolerancePolicy] = {
             "int": _tol(0, 0, 0),
         },
     ),
+}
+
+
+def _precision_tolerance(name: str, float32: DtypeTolerance) -> TolerancePolicy:
+    """The `default` table with float32 (and float64) outputs held to the precision's limits."""
+    per_dtype = dict(TOLERANCES["default"].per_dtype)
+    per_dtype["default"] = float32
+    return TolerancePolicy(name=name, per_dtype=per_dtype)
+
+
+PRECISION_TOLERANCES: dict[str, TolerancePolicy] = {
+    # docs/precision.md's table. fp32: an honest FP32 kernel's error sits orders of magnitude below
+    # these (eager FP32 against float64: ~1e-7); the norm limit is what a TF32 GEMM (~3e-4) fails.
+    "fp32": _precision_tolerance("fp32", _tol(1e-3, 1e-3, 1e-4)),
+    "tf32": _precision_tolerance("tf32", _tol(1e-3, 1e-3, 1e-3)),
+    "fp16": _precision_tolerance("fp16", _tol(1e-2, 1e-2, 2e-2)),
+    "bf16": _precision_tolerance("bf16", _tol(2e-2, 2e-2, 2e-2)),
+    # `match` accepts anything down to BF16 (the measured precision is then checked), so its outputs
+    # are compared at BF16's limits.
+    "match": _precision_tolerance("match", _tol(2e-2, 2e-2, 2e-2)),
 }
 
 

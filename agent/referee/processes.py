@@ -58,10 +58,17 @@ class Seeds:
     init: int
     state: int
     trials: list[int]
+    probe: int = 0
+    """the hidden inputs' domain probe (referee_common.hidden_allowed)"""
 
     @classmethod
     def fresh(cls, trials: int) -> Seeds:
-        return cls(secrets.randbits(62), secrets.randbits(62), [secrets.randbits(62) for _ in range(trials)])
+        return cls(
+            secrets.randbits(62),
+            secrets.randbits(62),
+            [secrets.randbits(62) for _ in range(trials)],
+            secrets.randbits(62),
+        )
 
 
 @dataclass

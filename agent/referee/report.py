@@ -80,11 +80,14 @@ def feedback(result: EvalResult, work: WorkEstimate | None = None) -> str:
                 continue
             shown += 1
             where = f"trial {trial.index}" if trial.kind == "trial" else f"timed call {trial.index}"
+            if trial.inputs != "task":
+                where += f" (hidden inputs: {trial.inputs.replace('_', ' ')})"
             lines += [f"{where}: {problem}" for problem in trial.problems]
             lines += [f"{where}, {render_diff(d)}" for d in trial.outputs if not d.passed][:3]
     if result.correctness is not None and result.correctness.passed:
         margin = margin_line(result.correctness)
         lines += [margin] if margin else []
+    lines += precision_lines(result)
     report = result.policy_report
     if report is not None:
         lines += [f"policy ({report.policy}): {v}" for v in report.violations]
@@ -93,6 +96,12 @@ def feedback(result: EvalResult, work: WorkEstimate | None = None) -> str:
         gpu_name = result.device.name if result.device is not None else None
         lines += _performance_lines(result.performance, work, gpu_name)
     return "\n".join(lines)
+
+
+def precision_lines(result: EvalResult) -> list[str]:
+    """The precision allowed and what the judge measured (docs/precision.md), in one line."""
+    check = result.precision_check
+    return [] if check is None else [f"precision ({check.policy}): {check.line}"]
 
 
 def verdict_table(result: EvalResult) -> Table:
@@ -106,6 +115,9 @@ def verdict_table(result: EvalResult) -> Table:
     table.add_column("value", overflow="fold")
     table.add_row("verdict", f"[{color}]{result.verdict}[/]: {result.reason}")
     table.add_row("policy", result.policy)
+    if result.precision is not None:
+        check = result.precision_check
+        table.add_row("precision", result.precision + (f": {check.line}" if check is not None else ""))
     table.add_row("compile", result.compile.feedback().splitlines()[0])
     if result.device is not None:
         table.add_row("device", f"{result.device.name} (torch {result.device.torch})")

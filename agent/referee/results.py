@@ -106,6 +106,11 @@ class OutputDiff(BaseModel):
 class TrialReport(BaseModel):
     index: int
     kind: Literal["trial", "timed_call"] = "trial"
+    inputs: str = Field(
+        default="task",
+        description="the hidden transform the trial's inputs drew (sandbox/workers/hidden_inputs.py): "
+        "task (the task's own values), scale_x3, scale_x0.01, shift_up, shift_down, negate, zeros, ones",
+    )
     passed: bool
     problems: list[str] = Field(default_factory=list, description="checks outside the values")
     outputs: list[OutputDiff] = Field(default_factory=list)
@@ -118,6 +123,10 @@ class CorrectnessReport(BaseModel):
     tolerance: TolerancePolicy
     trials: list[TrialReport] = Field(default_factory=list)
     rechecks: list[TrialReport] = Field(default_factory=list, description="outputs of timed calls")
+    hidden_transforms: list[str] = Field(
+        default_factory=lambda: ["task"],
+        description="the hidden input transforms the trials could draw (those the reference's domain allows)",
+    )
 
     def first_failure(self) -> TrialReport | None:
         return next((t for t in [*self.trials, *self.rechecks] if not t.passed), None)
@@ -259,6 +268,24 @@ class PerformanceReport(BaseModel):
     flags: list[Flag] = Field(default_factory=list)
 
 
+class PrecisionReport(BaseModel):
+    """The effective-precision check (docs/precision.md): the candidate's error against a float64
+    reference placed on eager's FP32/TF32/FP16/BF16 ladder, and the policy's answer."""
+
+    policy: str = Field(description="the precision allowed: fp32, tf32, fp16, bf16 or match")
+    measured: str | None = Field(
+        default=None, description="fp32, tf32, fp16, bf16 or below_bf16; None: not measured (see note)"
+    )
+    words: str = Field(default="", description="the measured class in words, e.g. 'TF32 or FP16'")
+    error: float | None = Field(default=None, description="||candidate - float64|| / ||float64||")
+    ladder: dict[str, float] = Field(default_factory=dict, description="eager's error per precision class")
+    ok: bool = True
+    line: str = Field(default="", description="the check's one line")
+    baseline_precision: str = Field(default="fp32", description="the precision the baselines ran at")
+    sampled: bool = Field(default=False, description="errors taken over a sample of a large output")
+    note: str = Field(default="", description="why the precision was not measured")
+
+
 class FailureReport(BaseModel):
     stage: str
     kind: str = Field(
@@ -300,6 +327,14 @@ class EvalResult(BaseModel):
     task: TaskRef
     solution: SolutionRef
     policy: str
+    precision: str | None = Field(
+        default=None,
+        description="the precision policy judged under (fp32, tf32, fp16, bf16, match); None in "
+        "results from before precision policies",
+    )
+    precision_check: PrecisionReport | None = Field(
+        default=None, description="what the judge measured of the candidate's precision"
+    )
     device_kind: Literal["cuda", "cpu"] = "cuda"
     verdict: Verdict
     reason: str = Field(description="one line: why this verdict")

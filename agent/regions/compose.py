@@ -2,9 +2,11 @@
 
 The composed file holds the task's own source (so `Model` builds the original parameters from the
 same seed, as the referee seeds `Model` and `ModelNew` alike), then a `ModelNew` whose `__init__`
-builds the original once, makes each region's module and loads the original parameters into it
-under the region's names (the state_dict mapping), and whose `forward` calls the regions in trace
-order, passing each the tensors its inputs name. A region without a solution runs its reference
+builds the original once and adopts its submodules, parameters and buffers under their own names
+(so the referee's state_dict of the reference loads into it unchanged), makes each region's module
+and gives it the model's own tensors under the region's names (the state_dict mapping; shared, so
+a state loaded later reaches every region), and whose `forward` calls the regions in trace order,
+passing each the tensors its inputs name. A region without a solution runs its reference
 `Model`, the same aten operators the original ran, so torch keeps the rest of the model.
 
 A region solution is a module file's text defining `ModelNew` (or `Model` for a reference); it is
@@ -33,6 +35,37 @@ class CompositionCheck(BaseModel):
     error: str | None = None
 
 
+_COMPOSE_HELPERS = """
+def _load_solution(source, class_name):
+    namespace = {'__name__': '_region_solution'}
+    exec(compile(source, '<region solution>', 'exec'), namespace)
+    return namespace[class_name]
+
+
+def _adopt(module, original):
+    \"\"\"The original model's submodules, parameters and buffers, under their own names.\"\"\"
+    for name, child in original.named_children():
+        module.add_module(name, child)
+    for name, param in original.named_parameters(recurse=False):
+        module.register_parameter(name, param)
+    for name, buffer in original.named_buffers(recurse=False):
+        module.register_buffer(name, buffer, persistent=name not in original._non_persistent_buffers_set)
+
+
+def _share(region, state, mapping):
+    \"\"\"The region module's parameters and buffers become the model's own tensors (the same
+    objects): a state_dict loaded into the model reaches the region.\"\"\"
+    for attr, name in mapping.items():
+        tensor = state[name]
+        if attr in region._parameters:
+            region._parameters[attr] = tensor if isinstance(tensor, _nn.Parameter) else _nn.Parameter(tensor, requires_grad=False)
+        elif attr in region._buffers:
+            region._buffers[attr] = tensor
+        else:
+            raise AttributeError(f"the region module has no parameter or buffer {attr} (for {name})")
+"""
+
+
 def _value_expr(ref: Ref, names: dict[tuple, str]) -> str:
     if ref.t == "input":
         return f"inputs[{ref.index}]"
@@ -57,37 +90,37 @@ def composed_source(
     parts = [task_source.rstrip(), "", "# --- composed from regions ---", "import torch.nn as _nn", HELPERS]
     for region in regions:
         parts.append(region_class_source(graph, region, class_name=f"_Region{region.index:02d}"))
-    parts.append(
-        "def _load_solution(source, class_name):\n"
-        "    namespace = {'__name__': '_region_solution'}\n"
-        "    exec(compile(source, '<region solution>', 'exec'), namespace)\n"
-        "    return namespace[class_name]\n"
-    )
+    parts.append(_COMPOSE_HELPERS)
     for index, source in sorted(solutions.items()):
-        parts.append(f"_SOLUTION_{index:02d} = {source!r}\n")
+        cls = "ModelNew" if "class ModelNew" in source else "Model"
+        # Loaded at import, not in __init__: a solution that builds its extension on import (a
+        # standalone model_new.py) builds while the referee compiles the composed file.
+        parts.append(
+            f"_SOLUTION_{index:02d} = {source!r}\n_CLASS_{index:02d} = _load_solution(_SOLUTION_{index:02d}, {cls!r})\n"
+        )
     init = [
         "def __init__(self, *init_inputs):",
         "    super().__init__()",
-        "    original = Model(*init_inputs)",
-        "    state = dict(original.state_dict(keep_vars=True))",
-        "    self.regions = _nn.ModuleList()",
+        "    _adopt(self, Model(*init_inputs))",
+        "    state = dict(self.state_dict(keep_vars=True))",
+        "    regions = []",
     ]
     for region in regions:
         if region.index in solutions:
-            source = solutions[region.index]
-            cls = "ModelNew" if "class ModelNew" in source else "Model"
-            init.append(f"    module = _load_solution(_SOLUTION_{region.index:02d}, {cls!r})()")
+            init.append(f"    module = _CLASS_{region.index:02d}()")
         else:
             init.append(f"    module = _Region{region.index:02d}()")
         mapping = {param_attr(p): p for p in region.params}
-        init.append(f"    module.load_state_dict({{k: state[v].detach() for k, v in {mapping!r}.items()}})")
-        init.append("    self.regions.append(module)")
-    init.append("    del original, state")
+        init.append(f"    _share(module, state, {mapping!r})")
+        init.append("    regions.append(module)")
+    # A plain list, not a ModuleList: the region modules' tensors are the model's own (shared), so
+    # the state_dict holds the original names alone and loading it reaches every region.
+    init.append("    self._regions = regions")
     names: dict[tuple, str] = {}
     forward = ["def forward(self, *inputs):"]
     for region in regions:
         args = ", ".join(_value_expr(v.ref, names) for v in region.inputs)
-        forward.append(f"    r{region.index} = self.regions[{region.index}]({args})")
+        forward.append(f"    r{region.index} = self._regions[{region.index}]({args})")
         for k, value in enumerate(region.outputs):
             pick = f"r{region.index}" if len(region.outputs) == 1 else f"r{region.index}[{k}]"
             names[value.key] = pick

@@ -8,7 +8,11 @@ rendered into the task prompt.
 - work: FLOPs and compulsory bytes from the reference's traced op graph, and the memory and compute
   floors on this GPU (agent.referee.roofline);
 - tolerances per output dtype, the target, how profile ranks, and whether the template library
-  covers the task (start_from_template).
+  covers the task (start_from_template);
+- for a whole model (more than one fusible region), the hot-region table (agent.regions.hot): the
+  top regions by share of the forward's time, from the same trace. Its times are the floor-based
+  estimates, labelled as such: measuring them (torch.profiler) is GPU time before the first turn
+  that nothing caches.
 """
 
 from __future__ import annotations
@@ -22,15 +26,19 @@ from agent.referee.baselines import BaselineCache, Baselines
 from agent.referee.options import EvalOptions
 from agent.referee.policy import TolerancePolicy
 from agent.referee.roofline import GpuPeaks, WorkEstimate, gpu_peaks, human_count
+from agent.regions.hot import HotRegion, HotRegionTable, build_table
+from agent.regions.partition import partition
+from agent.regions.whole import coverage
 from agent.run.work import estimate_work
 from agent.tasks import ArgSpec, Task
-from agent.templates.graph import TraceError, trace_task
+from agent.templates.graph import OpGraph, TraceError, trace_task
 from agent.templates.plan import NotCovered
 from agent.templates.recognize import recognize
 from sandbox.base import Sandbox
 
 NO_GPU = "not measured here (no GPU)"
 BASELINE_TIMEOUT_S = 900.0
+HOT_ROWS = 8  # regions listed by name; the rest are summed in one row
 
 
 class BaselineTimes(BaseModel):
@@ -59,31 +67,63 @@ class TaskFacts(BaseModel):
     baseline: str = "compile"
     covered: bool | None = None
     coverage_note: str = ""
+    hot: HotRegionTable | None = Field(
+        default=None, description="a whole model's regions by share of its time; None for one region"
+    )
+    hot_note: str = Field(default="", description="why a traced task has no hot-region table")
 
 
-def trace_facts(task: Task, sandbox_kind: str) -> tuple[WorkEstimate | None, str, bool | None, str]:
-    """(work, why none, covered by the template library, what it lacks) from one sandboxed trace."""
+class TracedFacts(BaseModel):
+    """What one sandboxed trace of the reference gives the brief."""
+
+    work: WorkEstimate | None = None
+    work_note: str = ""
+    covered: bool | None = None
+    coverage_note: str = "unknown"
+    hot: HotRegionTable | None = None
+    hot_note: str = ""
+
+
+def trace_facts(task: Task, sandbox_kind: str) -> TracedFacts:
+    """The work, the template library's coverage and the hot-region table from one sandboxed trace."""
     try:
         graph = trace_task(task.path, sandbox_kind=sandbox_kind)
     except TraceError as exc:
-        return None, f"not traced: {str(exc)[:200]}", None, "unknown (the task could not be traced)"
+        return TracedFacts(
+            work_note=f"not traced: {str(exc)[:200]}", coverage_note="unknown (the task could not be traced)"
+        )
+    facts = TracedFacts()
     try:
-        work, work_note = estimate_work(graph), ""
+        facts.work = estimate_work(graph)
     except (IndexError, ValueError, TypeError) as exc:  # an operator whose arguments the counter misreads
-        work, work_note = None, f"not counted: {type(exc).__name__}: {str(exc)[:120]}"
+        facts.work_note = f"not counted: {type(exc).__name__}: {str(exc)[:120]}"
+    facts.hot, facts.hot_note = hot_region_table(graph)
     try:
         plan = recognize(graph)
     except Exception as exc:  # the recognizer's own bug must not stop a run: the brief just says so
-        return work, work_note, None, f"unknown (the template recognizer failed: {type(exc).__name__})"
+        facts.coverage_note = f"unknown (the template recognizer failed: {type(exc).__name__})"
+        return facts
     if isinstance(plan, NotCovered):
         lacking = f"the template library lacks {', '.join(plan.ops)}" if plan.ops else plan.reason[:160]
-        return work, work_note, False, f"not covered: {lacking}"
-    return (
-        work,
-        "",
-        True,
-        f"covered ({plan.family} family): start_from_template writes a working, tunable start",
-    )
+        facts.covered, facts.coverage_note = False, f"not covered: {lacking}"
+    else:
+        facts.covered = True
+        facts.coverage_note = (
+            f"covered ({plan.family} family): start_from_template writes a working, tunable start"
+        )
+    return facts
+
+
+def hot_region_table(graph: OpGraph) -> tuple[HotRegionTable | None, str]:
+    """(the hot-region table of a model of several regions, why there is none). The estimate from
+    the floors, from the trace alone: no GPU time."""
+    try:
+        regions = partition(graph)
+        if len(regions) < 2:
+            return None, "one region"
+        return build_table(graph, regions, coverage(graph, regions)), ""
+    except Exception as exc:  # the partitioner's own bug must not stop a run: the brief just lacks the table
+        return None, f"not partitioned: {type(exc).__name__}: {str(exc)[:120]}"
 
 
 def measure_baselines(
@@ -172,21 +212,25 @@ def gather_facts(
     """The brief's facts. `baselines` comes from `measure_baselines` (None: `baselines_note` says why
     there are no numbers); `trace` False leaves FLOPs, bytes and coverage out (a task that was not
     inspected)."""
-    work, work_note, covered, coverage = None, "not traced (the task was not inspected)", None, "unknown"
-    if trace:
-        work, work_note, covered, coverage = trace_facts(task, sandbox_kind)
+    traced = (
+        trace_facts(task, sandbox_kind)
+        if trace
+        else TracedFacts(work_note="not traced (the task was not inspected)")
+    )
     return TaskFacts(
         gpu=gpu,
         outputs=task.spec.outputs if task.spec else None,
         baselines=baselines,
         baselines_note=baselines_note,
-        work=work,
-        work_note=work_note,
+        work=traced.work,
+        work_note=traced.work_note,
         peaks=gpu_peaks(gpu),
         tolerances=options.tolerances(),
         baseline=baseline,
-        covered=covered,
-        coverage_note=coverage,
+        covered=traced.covered,
+        coverage_note=traced.coverage_note,
+        hot=traced.hot,
+        hot_note=traced.hot_note,
     )
 
 
@@ -242,6 +286,53 @@ def _tolerance_line(facts: TaskFacts) -> str:
     )
 
 
+def _hot_cells(
+    label: str, share: float, flops: float, nbytes: float, pct: str, headroom_s: float, lib: str
+) -> str:
+    name = label if len(label) <= 40 else label[:37] + "..."
+    return (
+        f"{name:<40} {100 * share:5.1f}% {flops / 1e9:9.1f} {nbytes / 1e6:8.1f} {pct:>7} "
+        f"{headroom_s * 1e6:11.0f}  {lib}"
+    )
+
+
+def render_hot_regions(table: HotRegionTable, rows: int = HOT_ROWS) -> str:
+    """The brief's hot-region row: a sentence, then the top regions by share (at most `rows`, the
+    rest summed in one row), indented under it."""
+    how = (
+        table.source
+        if table.measured
+        else f"estimated from each region's FLOPs and bytes at {table.rates.name} rates, not measured on this GPU"
+    )
+    lines = [
+        f"{len(table.regions)} fusible regions by share of the forward's time, {how}; "
+        f"the template library has templates for {100 * table.covered_share:.0f}% of it",
+        f"{'region'.ljust(40)} {'share':>6} {'GFLOP':>9} {'MB':>8} {'% floor':>7} {'headroom us':>11}  template",
+    ]
+    shown: list[HotRegion] = table.regions if len(table.regions) <= rows + 1 else table.regions[:rows]
+    for r in shown:
+        lib = "yes" if r.covered else "no"
+        lines.append(
+            _hot_cells(r.label, r.share, r.flops, r.bytes, f"{r.pct_of_floor:.0f}%", r.headroom_s, lib)
+        )
+    rest = table.regions[len(shown) :]
+    if rest:
+        rest_s = sum(r.time_s for r in rest)
+        rest_pct = f"{100 * sum(r.floor_s for r in rest) / rest_s:.0f}%" if rest_s > 0 else ""
+        lines.append(
+            _hot_cells(
+                f"{len(rest)} more regions",
+                sum(r.share for r in rest),
+                sum(r.flops for r in rest),
+                sum(r.bytes for r in rest),
+                rest_pct,
+                sum(r.headroom_s for r in rest),
+                f"{sum(r.covered for r in rest)} of {len(rest)}",
+            )
+        )
+    return "\n    ".join(lines)
+
+
 def render_brief(facts: TaskFacts) -> str:
     """The brief as aligned lines for the task prompt."""
     outputs = ", ".join(o.describe() for o in facts.outputs) if facts.outputs else "unknown (not run on meta)"
@@ -268,5 +359,7 @@ def render_brief(facts: TaskFacts) -> str:
         ),
         ("Library", facts.coverage_note),
     ]
+    if facts.hot is not None:
+        rows.append(("Hot regions", render_hot_regions(facts.hot)))
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"- {name.ljust(width)}  {value}" for name, value in rows)

@@ -35,6 +35,19 @@ def _speed(result: EvalResult) -> str:
     return "; ".join(parts) or "speed not measured"
 
 
+def _precision(result: EvalResult) -> str:
+    """The policy judged under and what the judge measured, e.g. `; precision fp32 (measured FP32, ...)`."""
+    if result.precision is None:
+        return ""
+    check = result.precision_check
+    measured = (
+        f" (measured {check.words}, baselines at {check.baseline_precision.upper()})"
+        if check and check.words
+        else ""
+    )
+    return f"; precision {result.precision}{measured}"
+
+
 def _cell(candidate: Candidate, baseline: str) -> str:
     perf = candidate.result.performance
     sp = None if perf is None else (perf.speedup_vs_eager if baseline == "eager" else perf.speedup_vs_compile)
@@ -47,7 +60,7 @@ def best_line(result: SolveResult, *, label: str = "Best verified solution:") ->
     if best is None or verdict is None:
         return ""
     return (
-        f"{label} {_speed(verdict)}; verified by {best.source} at turn "
+        f"{label} {_speed(verdict)}{_precision(verdict)}; verified by {best.source} at turn "
         f"{best.turn} (content `{best.content_hash[:12]}`). It is in `solution/` and `model_new.py`."
     )
 

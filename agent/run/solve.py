@@ -18,7 +18,7 @@ import logging
 import platform
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 from traceback import format_exc
@@ -33,7 +33,13 @@ from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S, Model
 from agent.models.registry import DEFAULT_MODEL
 from agent.referee.options import EvalOptions
 from agent.run.brief import NO_GPU, TaskFacts, gather_facts, measure_baselines, render_brief
-from agent.run.context import DEFAULT_CONTEXT_TOKENS, DEFAULT_KEEP_TURNS, ContextLimits, ContextWindow
+from agent.run.context import (
+    DEFAULT_CONTEXT_TOKENS,
+    DEFAULT_KEEP_TURNS,
+    ContextLimits,
+    ContextWindow,
+    Elision,
+)
 from agent.run.loop import AgentLoop, LoopOutcome, Progress
 from agent.run.prompts import build_prompts
 from agent.run.report import render_report
@@ -88,9 +94,14 @@ class SolveConfig(BaseModel):
         ge=0,
         description="estimated input tokens per request before old turns are elided (0: never elide)",
     )
-    context_keep_turns: int = Field(default=DEFAULT_KEEP_TURNS, ge=1, description="last turns never elided")
+    context_keep_turns: int = Field(default=DEFAULT_KEEP_TURNS, ge=1, description="last turns never folded")
     request_timeout_s: float = Field(
         default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, description="seconds one model request may wait"
+    )
+    region_allocation: Literal["gain", "uniform"] = Field(
+        default="gain",
+        description="a region-by-region templates run (agent/run/by_region.py): split the candidates "
+        "by expected gain, or the same to every covered region",
     )
 
     @model_validator(mode="before")
@@ -116,7 +127,7 @@ def solve(
     progress: Progress | None = None,
     sandbox_options: Mapping[str, object] | None = None,
     clock: Callable[[], float] = time.monotonic,
-    recorded_elisions: Mapping[int, Sequence[int]] | None = None,
+    recorded_elisions: Mapping[int, Elision] | None = None,
     facts: TaskFacts | None = None,
 ) -> SolveResult:
     """Run the agent on one task and write the output folder. Raises SolveError before any model call
@@ -133,6 +144,12 @@ def solve(
     if gpu is None and not config.allow_no_gpu:
         raise SolveError(NO_GPU_MESSAGE)
     task = task or load_task(config.task, sandbox_kind=config.sandbox)
+    from agent.run.by_region import RegionwisePolicy, solve_by_region  # it calls solve() per region
+
+    if isinstance(model, RegionwisePolicy):
+        return solve_by_region(
+            config, model, referee=referee, task=task, progress=progress, sandbox_options=sandbox_options
+        )
     arch, _ = resolve_arch(config.referee.arch)
     out.mkdir(parents=True, exist_ok=True)
     workspace = Workspace.create(out / "workspace", task)

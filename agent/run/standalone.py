@@ -30,19 +30,34 @@ MODEL_SOURCE = {model_source}
 
 
 def _vendor_flags(text):
-    """Link cuBLAS/cuDNN when the sources use them, from the CUDA toolkit or torch's nvidia wheels."""
-    flags = []
-    for name in ("cublas", "cudnn"):
+    """Include and link cuBLAS/cuDNN when the sources use them: from the CUDA toolkit, else from
+    torch's nvidia wheels (as the harness's own builds find them)."""
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    roots = [(Path(CUDA_HOME) / "include", Path(CUDA_HOME) / "lib64")] if CUDA_HOME else []
+    try:
+        import nvidia
+
+        for base in map(Path, nvidia.__path__):
+            roots += [(sub / "include", sub / "lib") for sub in sorted(base.iterdir()) if (sub / "lib").is_dir()]
+    except ImportError:
+        pass
+    includes, flags = [], []
+    for name, header in (("cublas", "cublas_v2.h"), ("cudnn", "cudnn.h")):
         if name not in text:
             continue
-        try:
-            module = __import__(f"nvidia.{{name}}", fromlist=["__path__"])
-            lib_dir = Path(list(module.__path__)[0]) / "lib"
-            flags += [f"-L{{lib_dir}}", f"-Wl,-rpath,{{lib_dir}}"]
-        except ImportError:
-            pass
-        flags.append(f"-l{{name}}")
-    return flags
+        for include, lib in roots:
+            libs = sorted(lib.glob(f"lib{{name}}.so*")) if lib.is_dir() else []
+            if not libs:
+                continue
+            if (include / header).is_file():
+                includes.append(str(include))
+            link = f"-l{{name}}" if (lib / f"lib{{name}}.so").exists() else f"-l:{{libs[0].name}}"
+            flags += [f"-L{{lib}}", link, f"-Wl,-rpath,{{lib}}"]
+            break
+        else:
+            flags.append(f"-l{{name}}")
+    return includes, flags
 
 
 def _build():
@@ -54,12 +69,14 @@ def _build():
         if not path.is_file() or path.read_text() != text:
             path.write_text(text)
     sources = [str(root / rel) for rel in SOURCES if rel.endswith((".cu", ".cpp"))]
+    includes, ldflags = _vendor_flags("".join(SOURCES.values()))
     return load(
         name=f"cuda_extension_{{digest}}",
         sources=sources,
         extra_cflags=["-O1"],
         extra_cuda_cflags=["-O3", "-lineinfo"],
-        extra_ldflags=_vendor_flags("".join(SOURCES.values())),
+        extra_include_paths=includes,
+        extra_ldflags=ldflags,
         build_directory=str(root),
         verbose=os.environ.get("KERNEL_AGENT_STANDALONE_VERBOSE") == "1",
     )

@@ -45,12 +45,23 @@ def build_policy(
     plan = plan_task(task_path, sandbox_kind=sandbox_kind)
     if isinstance(plan, NotCovered):
         return plan
-    if gpu is None and (arch := visible_gpu_arch()):
-        # Clusters (sm_90) only where the GPU has them; nvidia-smi, not torch: no CUDA context here.
-        gpu = DeviceLimits(compute_capability=int("".join(ch for ch in arch.split("+")[0] if ch.isdigit())))
     return TemplatePolicy.for_task(
-        task_path, plan, gpu=gpu, allow_tf32=allow_tf32, max_candidates=max_candidates, use_tune=use_tune
+        task_path,
+        plan,
+        gpu=gpu or visible_device_limits(),
+        allow_tf32=allow_tf32,
+        max_candidates=max_candidates,
+        use_tune=use_tune,
     )
+
+
+def visible_device_limits() -> DeviceLimits | None:
+    """The visible GPU's compute capability as DeviceLimits (clusters, sm_90, only where the GPU has
+    them); None without a GPU. From nvidia-smi, not torch: no CUDA context here."""
+    arch = visible_gpu_arch()
+    if not arch:
+        return None
+    return DeviceLimits(compute_capability=int("".join(ch for ch in arch.split("+")[0] if ch.isdigit())))
 
 
 __all__ = [
@@ -65,4 +76,5 @@ __all__ = [
     "recognize",
     "trace_task",
     "trace_tasks",
+    "visible_device_limits",
 ]

@@ -328,20 +328,6 @@ def _can_vec(*programs: Program | None) -> int:
     return 1
 
 
-def reference_uses_tf32(stage: Stage) -> bool:
-    """Whether eager PyTorch, the referee's reference, runs this stage on TF32 tensor cores with
-    torch's defaults: cuDNN convolutions do (`torch.backends.cudnn.allow_tf32`, True by default),
-    float32 matmuls do not (`torch.backends.cuda.matmul.allow_tf32`, False). A template may match
-    the reference's own precision; anything coarser needs `allow_tf32`."""
-    import torch
-
-    if isinstance(stage, ConvStage):
-        return bool(torch.backends.cudnn.allow_tf32)
-    if isinstance(stage, GemmStage):
-        return bool(torch.backends.cuda.matmul.allow_tf32)
-    return False
-
-
 def stage_constants(stage: Stage, *, allow_tf32: bool = False) -> dict[str, int]:
     """The sizes and capabilities the family's constraints read."""
     if isinstance(stage, EwiseStage):
@@ -372,7 +358,7 @@ def stage_constants(stage: Stage, *, allow_tf32: bool = False) -> dict[str, int]
         return {
             "N": numel(stage.out_shape),
             "CAN_VEC": _can_vec(stage.epilogue),
-            "ALLOW_TF32": int(allow_tf32 or reference_uses_tf32(stage)),
+            "ALLOW_TF32": int(allow_tf32),
         }
     return {
         "BATCH": stage.batch,
@@ -380,7 +366,7 @@ def stage_constants(stage: Stage, *, allow_tf32: bool = False) -> dict[str, int]
         "N": stage.n,
         "K": stage.k,
         "CAN_VEC": _can_vec(stage.epilogue),
-        "ALLOW_TF32": int(allow_tf32 or reference_uses_tf32(stage)),
+        "ALLOW_TF32": int(allow_tf32),
     }
 
 

@@ -26,6 +26,7 @@ from agent.templates.plan import (
     View,
     numel,
 )
+from agent.templates.values import Bad, Flipped
 
 if TYPE_CHECKING:
     from agent.templates.recognize import Builder
@@ -121,7 +122,6 @@ def _pool(b: Builder, node: OpNode) -> list[Any]:
     )
     if not is_max:
         return [out]
-    from agent.templates.recognize import Bad
 
     return [out, Bad(f"the indices of {name}")]
 
@@ -265,8 +265,6 @@ def _reduce(b: Builder, node: OpNode) -> list[Any]:
         b, x, dims, op, meta.shape, name, "int64" if op in ("argmax", "argmin") else "float32"
     )
     if name in ("max", "min") and overload == "dim":
-        from agent.templates.recognize import Bad
-
         return [value, Bad(f"the indices of {name}.dim")]
     return [value]
 
@@ -364,7 +362,6 @@ def _scan(b: Builder, node: OpNode) -> list[Any]:
     """aten.cumsum / aten.cumprod(x, dim, dtype=None) along the last dimension: a ScanStage. Of a
     flipped x (recognize.Flipped) it scans x from each row's end, and its result is flipped: the
     flip after it undoes that."""
-    from agent.templates.recognize import Flipped
 
     value = b.value(node.args[0])
     if isinstance(value, Flipped) and value.inner is not None:
@@ -398,7 +395,6 @@ def _param_view(b: Builder, value: Any) -> View | None:
 
 
 def _norm(b: Builder, node: OpNode) -> list[Any]:
-    from agent.templates.recognize import Bad
 
     x = b.tensor(b.value(node.args[0]))
     meta = node.outputs[0]

@@ -31,36 +31,9 @@ from agent.templates.plan import (
     contiguous_strides,
     numel,
 )
+from agent.templates.values import Bad, Flipped, Lazy, Value
 
 RANDOM_OPS = _names("bernoulli bernoulli_ rand rand_like randn randn_like native_dropout normal_ uniform_")
-
-
-@dataclass
-class Lazy:
-    """A value an open elementwise group computes but has not written anywhere yet."""
-
-    group: int
-    reg: int
-    shape: list[int]
-    contiguous: bool
-
-
-@dataclass
-class Bad:
-    why: str
-
-
-@dataclass
-class Flipped(Bad):
-    """`inner` flipped along its last dimension. Only a scan along that dimension reads it (as a
-    reverse scan, whose result is flipped again), and a second flip undoes it; anything else that
-    reads it is not covered."""
-
-    why: str = "a flipped tensor (flip: read only by a scan)"
-    inner: View | None = None
-
-
-Value = View | Lazy | Bad
 
 
 @dataclass

@@ -19,7 +19,6 @@ from agent.templates.families import (
     Dimension,
     family_of,
     prefixed,
-    reference_uses_tf32,
     stage_constants,
     stage_constraints,
 )
@@ -289,9 +288,9 @@ class ComputeAgent(DecisionMaker):
             return tile_shape(obs.stage(slot.stage))[slot.local]
         if slot.local in ("TM", "TN"):
             return _nearest(slot, 8)  # 64 FMAs for every 8 + 2 shared-memory reads
-        if slot.local == "MATH" and reference_uses_tf32(obs.stage(slot.stage)):
-            return 1  # the reference's own precision: eager's cuDNN convolutions run on TF32 tensor cores
-        return 0  # FAST and MATH start exact: the referee's tolerance decides whether they may go on
+        # FAST and MATH start exact: the referee's reference is full FP32 under every precision policy
+        # (docs/precision.md), and the policy and tolerance decide whether they may go on
+        return 0
 
 
 class ReductionAgent(DecisionMaker):

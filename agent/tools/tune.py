@@ -70,6 +70,10 @@ def tune(
         use_experience=use_experience,
         arch=ctx.settings.arch,
         compile_timeout=ctx.settings.compile_timeout_s,
+        precision=ctx.settings.referee.precision,
+        tolerance=ctx.settings.referee.tolerance
+        if isinstance(ctx.settings.referee.tolerance, str)
+        else "default",
     )
     result = run_tuning(ctx.task, ctx.workspace, ctx.sandbox, options, sandbox_kind=ctx.sandbox.kind)
     if result.outcome is not None:

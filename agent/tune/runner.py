@@ -75,6 +75,9 @@ class TuneOptions(BaseModel):
     compile_timeout: float = 600.0
     slots: int | None = Field(default=None, description="define mode: builds at once (default: cores / 4)")
     tolerance: str = "default"
+    """A name from agent.referee.policy.TOLERANCES; "default" is the precision's limits, the referee's."""
+    precision: str = "fp32"
+    """The run's precision policy (docs/precision.md): the default tolerance follows it."""
     cache_out: Path | None = Field(
         default=None, description="write every measured point as a Kernel Tuner cache"
     )
@@ -184,8 +187,13 @@ def run_tuning(
     library: ExperienceLibrary | None = None
     builder: VariantBuilder | None = None
     try:
-        from agent.referee.policy import tolerance_policy
+        from agent.referee.policy import PRECISION_TOLERANCES, tolerance_policy
 
+        tolerances = (
+            PRECISION_TOLERANCES[options.precision]
+            if options.tolerance == "default" and options.precision in PRECISION_TOLERANCES
+            else tolerance_policy(options.tolerance)
+        )
         seeds = fresh_seeds()
         common: TuneTask = {
             "task_source": task.source,
@@ -193,9 +201,7 @@ def run_tuning(
             "device": options.device,
             **seeds,
         }
-        judge = JudgeClient(
-            {**common, "tolerances": tolerance_policy(options.tolerance).for_worker()}, exchange=host_dir
-        )
+        judge = JudgeClient({**common, "tolerances": tolerances.for_worker()}, exchange=host_dir)
         worker_spec: TuneWorkerSpec = {
             **common,
             "mode": space.file.mode,

@@ -149,7 +149,9 @@ def build_single_file(spec: SingleFileBuildSpec) -> BuildOutcome:
                 "module": None,
             }
         phases["solution_s"] = time.monotonic() - started
-    return {"ok": True, "log": "", "mode": "configure", "module": None, "phases": phases}
+    # ninja's output of the builds the import ran: ptxas's resource lines for the compile reply.
+    log = inline_build.build_output()
+    return {"ok": True, "log": log, "mode": "configure", "module": None, "phases": phases}
 
 
 _torch_prefetch: threading.Thread | None = None

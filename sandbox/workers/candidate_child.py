@@ -102,10 +102,18 @@ def run(spec: CandidateRequest, body: CandidateRecord, link: SupervisorLink) -> 
 
     # Every worker module is imported before the candidate exists, so it cannot plant its own.
     import guard_identity
+    import hidden_inputs  # noqa: F401  (trial_inputs imports it later: ours, before the candidate)
     import torch
     from candidate_trials import SupervisedTiming, profile_kernels, run_trials, time_candidate
     from gpu_handoff import HandoffSender
-    from referee_common import StageFailure, build_reference, load_task_module, seeded_call, state_checksum
+    from referee_common import (
+        StageFailure,
+        build_reference,
+        hidden_allowed,
+        load_task_module,
+        seeded_call,
+        state_checksum,
+    )
 
     # Our code alone has run so far (the candidate is imported below): hold the GPU's gate before
     # the first CUDA call, not through this process's startup, which other evaluations' timing
@@ -125,6 +133,9 @@ def run(spec: CandidateRequest, body: CandidateRecord, link: SupervisorLink) -> 
     reference = build_reference(namespace, init_args, spec["state_seed"], device)
     state = {name: t.detach().clone() for name, t in reference.state_dict().items()}
     body["state_checksum"] = state_checksum(state)
+    # before the candidate is imported, so nothing of it runs while the domain is probed
+    link.stage("hidden inputs' domain")
+    allowed = hidden_allowed(reference, get_inputs, spec.get("hidden_probe_seed"), device)
     del reference
 
     flags_before = _global_flags()
@@ -156,7 +167,7 @@ def run(spec: CandidateRequest, body: CandidateRecord, link: SupervisorLink) -> 
     del state
 
     sender = HandoffSender(spec.get("handoff_socket"), device)
-    signature = run_trials(spec, body, link.stage, model, get_inputs, sender)
+    signature = run_trials(spec, body, link.stage, model, get_inputs, sender, allowed)
     changed = guard_identity.changed(identities, namespace)
     body["identity_changed"] = changed
     if spec["profile"]:

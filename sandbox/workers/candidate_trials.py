@@ -32,6 +32,7 @@ from referee_common import (
     same_bits,
     seeded_call,
     tensors_in,
+    trial_inputs,
 )
 from timing import TimedSession, TimingConfig, time_calls
 
@@ -170,7 +171,10 @@ def run_trials(
     model: torch.nn.Module,
     get_inputs: Any,
     sender: HandoffSender,
+    hidden: list[str] | None = None,
 ) -> Signature:
+    """The correctness trials; trials after the first draw their inputs' hidden transform among
+    `hidden` (referee_common.trial_inputs), as the judge does for the same seeds."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     device = spec["device"]
@@ -180,7 +184,7 @@ def run_trials(
     output_bytes = 0
     for index, seed in enumerate(spec["trial_seeds"]):
         stage(f"trial {index}")
-        inputs = seeded_call(get_inputs, seed, device)
+        inputs, _drawn = trial_inputs(get_inputs, seed, device, index, hidden or ["task"])
         input_tensors = tensors_in(inputs)
         signature = signature or _signature(input_tensors)
         before = [checksum(t) for t in input_tensors]

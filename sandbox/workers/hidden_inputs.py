@@ -3,8 +3,9 @@
 A task's `get_inputs` usually draws `torch.rand` in [0, 1): a kernel that only works there (no
 negative values, no large magnitudes, a skipped term that is ~0 on that range) passes every
 trial. Here a trial's seed also picks a transform of its floating inputs: the task's own values,
-x3, x0.01, shifted up or down, negated, all zeros, all ones, large magnitude, or a mix of edge values (no
-denormals). Integer, boolean and index tensors are never touched.
+x3, x0.01, shifted up or down, negated, all zeros, all ones, large magnitude, a mix of edge values (no
+denormals), or centred (each tensor less its mean: on centred operands a lower precision's rounding
+no longer averages out, so the judge measures effective precision there). Integer, boolean and index tensors are never touched.
 
 What is drawn depends on the seed through a keyed hash, never on the RNG streams the inputs come
 from: without the seed, the candidate cannot tell which transform a trial uses. Both sides call
@@ -44,6 +45,7 @@ TRANSFORMS: tuple[str, ...] = (
     "ones",
     "large",
     "edge",
+    "centre",
 )
 # Largest magnitude the "large" and "edge" transforms reach: big enough to overflow a kernel that
 # squares in fp16 or skips the max subtraction, small enough for a sum of thousands to stay finite.
@@ -109,6 +111,8 @@ def _transform_tensor(tensor: torch.Tensor, chosen: HiddenDraw, index: int) -> t
         return torch.zeros_like(tensor)
     if name == "ones":
         return torch.ones_like(tensor)
+    if name == "centre":
+        return tensor - tensor.mean() if tensor.numel() else tensor
     if name == "large":
         peak = float(tensor.detach().abs().max()) if tensor.numel() else 0.0
         target = LARGE_MAGNITUDE.get(tensor.dtype, 1e4)
@@ -154,16 +158,25 @@ def _finite_mask(output: Any) -> list[torch.Tensor]:
     ]
 
 
-def safe_transforms(reference: Callable[..., Any], probe_inputs: Sequence[Any], probe_seed: int) -> list[str]:
-    """The transforms under which the reference stays as finite as it is on the task's own inputs
-        (a transform that raises, or makes an output non-finite where it was finite, is dropped). Shifts
-    are probed at both ends of their range, which covers domains bounded on one side (log, sqrt)."""
+def safe_transforms(
+    reference: Callable[..., Any],
+    probe_inputs: Sequence[Any],
+    probe_seed: int,
+    candidates: Sequence[str] = TRANSFORMS,
+) -> list[str]:
+    """The transforms (of `candidates`) under which the reference stays as finite as it is on the
+    task's own inputs (a transform that raises, or makes an output non-finite where it was finite,
+    is dropped). Shifts are probed at both ends of their range, which covers domains bounded on one
+    side (log, sqrt); the other transforms do not use the shift and are probed once."""
     with torch.no_grad():
         base = _finite_mask(reference(*probe_inputs))
     values_seed = draw(probe_seed).values_seed
     kept = ["task"]
     for name in TRANSFORMS[1:]:
-        probes = [HiddenDraw(name, shift, values_seed) for shift in SHIFT_RANGE]
+        if name not in candidates:
+            continue
+        shifts = SHIFT_RANGE if name.startswith("shift") else SHIFT_RANGE[:1]
+        probes = [HiddenDraw(name, shift, values_seed) for shift in shifts]
         if all(_as_finite(reference, probe_inputs, chosen, base) for chosen in probes):
             kept.append(name)
     return kept

@@ -28,6 +28,10 @@ cut the header cost that dominates such builds (29-70 s of `torch/extension.h` p
   once per (compiler, flags, torch): the ~20-40 s parse of main.cpp drops to a few seconds. A
   rejected header is ignored by g++ (`-Winvalid-pch` says why): slower, never different.
 
+- **Resource lines.** Every `.cu` is compiled with `--resource-usage`, and ninja's output of a
+  good build (which torch drops) is kept (`build_output`): ptxas's registers, spills and shared
+  memory per kernel, which the build worker reports like a workspace build's.
+
 The build worker and the candidate install the same edits from the same cache, so the build.ninja
 the candidate writes is byte-identical and its import runs no compiler (build once).
 """
@@ -40,6 +44,7 @@ import fcntl
 import functools
 import hashlib
 import inspect
+import os
 import re
 import shlex
 import subprocess
@@ -54,6 +59,7 @@ EXTENSION_H = "#include <torch/extension.h>"
 LEAN_INCLUDE = "#include <torch/types.h>"
 PCH_HEADER = "kernel_agent_extension.h"
 NVCC_THREADS = "--threads 2"  # cudafe++ (host) and cicc (device) parse in parallel: -25% on one arch
+RESOURCE_USAGE = "--resource-usage"  # ptxas prints each kernel's registers, spills and smem
 TIERS = ("min", "lean")  # tried in this order; the original .cu, as written, is the last resort
 FAILED_MARK = ".kernel-agent-failed"  # `cuda.cu.kernel-agent-failed`: "TIER SHA256" lines
 _TIER_COPY = re.compile(r"(\S+\.(min|lean)\.cu)\b")
@@ -78,6 +84,12 @@ def _parallel_nvcc(nvcc: str, host_pch: Path | None) -> str:
 
 
 _routed_to: list[Path] = []  # the cache this process's torch builds use, once installed
+_build_output: list[str] = []  # ninja's output of each good build in this process
+
+
+def build_output() -> str:
+    """ninja's output of this process's good builds (its commands, ptxas's resource lines)."""
+    return "\n".join(_build_output)
 
 
 def install(cache_dir: str) -> None:
@@ -89,7 +101,6 @@ def install(cache_dir: str) -> None:
         return
     _routed_to.append(Path(cache_dir))
     write = cpp_extension._write_ninja_file_to_build_library
-    run = cpp_extension._run_ninja_build
     path_index = list(inspect.signature(write).parameters).index("path")
 
     @functools.wraps(write)
@@ -98,11 +109,11 @@ def install(cache_dir: str) -> None:
         path = kwargs["path"] if "path" in kwargs else args[path_index]
         route(Path(str(path)), _routed_to[0])
 
-    @functools.wraps(run)
+    @functools.wraps(cpp_extension._run_ninja_build)
     def run_routed(build_directory: str, verbose: bool, error_prefix: str) -> None:
         for _ in range(len(TIERS) + 1):
             try:
-                run(build_directory, verbose, error_prefix)
+                run_ninja(build_directory, verbose, error_prefix)
                 return
             except RuntimeError:
                 # Nothing left to fall back to: the failure is the solution's own, as written
@@ -112,6 +123,29 @@ def install(cache_dir: str) -> None:
 
     cpp_extension._write_ninja_file_to_build_library = write_routed
     cpp_extension._run_ninja_build = run_routed
+
+
+def run_ninja(build_directory: str, verbose: bool, error_prefix: str) -> None:
+    """torch's `_run_ninja_build` as it runs on Linux (the same command, environment and error),
+    except that a good build's output is kept (`build_output`) where torch drops it."""
+    from torch.utils import cpp_extension
+
+    command = ["ninja", "-v"]
+    workers = cpp_extension._get_num_workers(verbose)
+    if workers is not None:
+        command += ["-j", str(workers)]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    done = subprocess.run(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=build_directory, env=os.environ.copy()
+    )
+    output = done.stdout.decode(*cpp_extension.SUBPROCESS_DECODE_ARGS)
+    if done.returncode != 0:
+        failure = subprocess.CalledProcessError(done.returncode, command, output=done.stdout)
+        raise RuntimeError(f"{error_prefix}: {output}" if output else error_prefix) from failure
+    if verbose:
+        sys.stdout.write(output)
+    _build_output.append(output)
 
 
 def route(ninja_path: Path, cache_dir: Path) -> None:
@@ -155,7 +189,7 @@ def route(ninja_path: Path, cache_dir: Path) -> None:
             # One module id for every copy of this name (host_pch): only where it is the only .cu.
             host_pch = cache_dir / HOST_PCH_DIR if len(cuda_edges) == 1 and slim else None
             lines[index] += f"\n{_PARALLEL_BINDING}{_parallel_nvcc(variables['nvcc'], host_pch)}"
-    cuda_flags = [NVCC_THREADS] if cuda_edges else []
+    cuda_flags = [NVCC_THREADS, RESOURCE_USAGE] if cuda_edges else []
     if slim is not None:
         cuda_flags.append(slim_flag)
     lines = [_with_flags(line, "cuda_post_cflags", cuda_flags) for line in lines]
@@ -252,7 +286,7 @@ def _slim_folder(
         [
             variables.get("nvcc", "nvcc"),
             _NAME_FLAG.sub("", " " + variables.get("cuda_cflags", "")).strip(),
-            variables.get("cuda_post_cflags", "").replace(NVCC_THREADS, ""),
+            variables.get("cuda_post_cflags", "").replace(NVCC_THREADS, "").replace(RESOURCE_USAGE, ""),
         ]
     )
     nvcc = _SLIM_INCLUDE.sub("", nvcc)

@@ -30,6 +30,7 @@ from gpu_gate import GpuGate, open_gate
 from gpu_handoff import HandedOver, HandoffReceiver
 from gpu_memory import keep_one
 from lifetime import die_with_parent, parent_from_argv
+from precision_check import DEFAULT_POLICY, baseline_flags, baseline_model, measure, not_measured, set_tf32
 from protocol import (
     BaselineError,
     DiffRecord,
@@ -38,6 +39,7 @@ from protocol import (
     JudgedTrial,
     JudgeResult,
     JudgeSpec,
+    PrecisionRecord,
     ReferenceOutputs,
     TimingRecord,
     Tolerances,
@@ -55,12 +57,15 @@ from referee_common import (
     describe_error,
     describe_leaf,
     flatten_outputs,
+    hidden_allowed,
     load_task_module,
     nbytes,
+    precision_trial,
     same_bits,
     seeded_call,
     state_checksum,
     tensors_in,
+    trial_inputs,
 )
 from timing import TimingConfig, measure_copy_bandwidth, time_calls
 
@@ -138,30 +143,72 @@ def _judge(
     device = spec["device"]
     stages = result["stages"]
     result["device"] = _device_info(device)
+    set_tf32(False)  # the reference is full FP32 under every policy (docs/precision.md)
     with _stage(stages, "reference"):
         namespace = load_task_module(spec["task_source"], spec["task_filename"])
         get_inputs = namespace["get_inputs"]
         init_args = seeded_call(namespace["get_init_inputs"], spec["init_seed"], device)
         model = build_reference(namespace, init_args, spec["state_seed"], device)
         result["state_checksum"] = state_checksum(model.state_dict())
+    with _stage(stages, "hidden inputs' domain"):
+        result["hidden_transforms"] = hidden_allowed(model, get_inputs, spec.get("hidden_probe_seed"), device)
     tolerances = spec["tolerances"]
+    first_outputs: list[tuple[Any, Any]] = []
     with _stage(stages, "comparisons"):
-        checked = _compare_all(spec, result, model, get_inputs, tolerances, received)
+        checked = _compare_all(spec, result, model, get_inputs, tolerances, received, first_outputs)
+    if first_outputs and spec["trials"]:
+        with _stage(stages, "precision"):
+            result["precision"] = _measured_precision(
+                spec, model, get_inputs, first_outputs, result.get("hidden_transforms") or ["task"]
+            )
+    del first_outputs
 
     received.clear()
     if device.startswith("cuda"):
         torch.cuda.empty_cache()  # what the comparisons held goes back to other evaluations on this GPU
     keep_one(memory_fds)  # and so does the claim on it: the baselines need one input set at a time
-    worth_timing = all(d.get("passed") for d in checked)  # no baseline is worth timing for a wrong answer
+    # no baseline is worth timing for a wrong answer, nor for one computed below the policy's precision
+    worth_timing = all(d.get("passed") for d in checked) and result.get("precision", {}).get("ok", True)
+    policy = spec.get("precision", DEFAULT_POLICY)
+    measured = result.get("precision")
+    at = measured["baseline_precision"] if measured else DEFAULT_POLICY if policy == "match" else policy
+    result["baseline_precision"] = at
     result["baselines"], result["bandwidth_gbps"] = _baselines(
-        model,
+        baseline_model(model, at, device),
         get_inputs,
         spec,
         gate,
         stages,
         timed=worth_timing,
         measure_bandwidth=bool(spec.get("measure_bandwidth")),
+        precision=at,
     )
+
+
+def _measured_precision(
+    spec: JudgeSpec,
+    model: torch.nn.Module,
+    get_inputs: Callable[[], Any],
+    first_outputs: list[tuple[Any, Any]],
+    allowed: list[str],
+) -> PrecisionRecord:
+    """The effective-precision check of the precision trial's outputs (precision_check.measure). A
+    failure of the check itself is said in its record and rejects nothing; a CUDA error ends the
+    judge."""
+    policy = spec.get("precision", DEFAULT_POLICY)
+    index = precision_trial(len(spec["trials"]), allowed)
+    try:
+        return measure(
+            model,
+            lambda: trial_inputs(get_inputs, spec["trial_seeds"][index], spec["device"], index, allowed)[0],
+            [want for want, _ in first_outputs],
+            [got for _, got in first_outputs],
+            policy,
+        )
+    except Exception as exc:
+        if classify_error(exc) == "cuda_error":
+            raise
+        return not_measured(policy, f"the check failed: {type(exc).__name__}: {exc}"[:500])
 
 
 def _compare_all(
@@ -171,15 +218,19 @@ def _compare_all(
     get_inputs: Callable[[], Any],
     tolerances: Tolerances,
     received: HandedOver,
+    first_outputs: list[tuple[Any, Any]],
 ) -> list[DiffRecord]:
     """Every trial and recheck: the reference's outputs on inputs rebuilt from their seeds, against
-    the candidate's. Returns every output's diff."""
+    the candidate's. Returns every output's diff; `first_outputs` gets the precision trial's
+    (expected, candidate) pairs when they passed."""
     device = spec["device"]
     trials: list[JudgedTrial] = []
     result["trials"] = trials
+    allowed = result.get("hidden_transforms") or ["task"]
+    measured_on = precision_trial(len(spec["trials"]), allowed)
     for trial in spec["trials"]:
         seed = spec["trial_seeds"][trial["index"]]
-        inputs = seeded_call(get_inputs, seed, device)
+        inputs, drawn = trial_inputs(get_inputs, seed, device, trial["index"], allowed)
         input_checksums = [checksum(t) for t in tensors_in(inputs)]
         if trial["index"] == 0:
             made_on: list[str] = []
@@ -187,13 +238,18 @@ def _compare_all(
             result["inputs_reproducible"] = input_checksums == [checksum(t) for t in tensors_in(again)]
             result["inputs_built_on"] = made_on[0]
             del again
+        kept: list[tuple[Any, Any]] | None = [] if trial["index"] == measured_on else None
         judged: JudgedTrial = {
             "index": trial["index"],
             "input_checksums": input_checksums,
-            **_reference_and_diffs(model, inputs, spec, trial["file"], tolerances, received),
+            "inputs": drawn,
+            **_reference_and_diffs(model, inputs, spec, trial["file"], tolerances, received, kept),
         }
         trials.append(judged)
         del inputs
+        if kept is not None and all(d.get("passed") for d in judged["diffs"]):
+            first_outputs.extend(kept)
+        del kept
 
     rechecks: list[JudgedRecheck] = []
     result["rechecks"] = rechecks
@@ -216,7 +272,10 @@ def _reference_and_diffs(
     file: str,
     tolerances: Tolerances,
     received: HandedOver,
+    kept: list[tuple[Any, Any]] | None = None,
 ) -> ReferenceOutputs:
+    """The expected outputs of `inputs` and the candidate's compared with them; `kept` gets each
+    (expected, candidate) output pair when given."""
     device = spec["device"]
     pristine = clone_tree(inputs)
     with torch.no_grad():
@@ -236,14 +295,21 @@ def _reference_and_diffs(
         ),
         "input_bytes": nbytes(pristine),
         "output_bytes": nbytes(leaves),
-        "diffs": _diffs(spec, file, structure, leaves, tolerances, received),
+        "diffs": _diffs(spec, file, structure, leaves, tolerances, received, kept),
     }
 
 
 def _diffs(
-    spec: JudgeSpec, file: str, structure: str, leaves: list, tolerances: Tolerances, received: HandedOver
+    spec: JudgeSpec,
+    file: str,
+    structure: str,
+    leaves: list,
+    tolerances: Tolerances,
+    received: HandedOver,
+    kept: list[tuple[Any, Any]] | None = None,
 ) -> list[DiffRecord]:
-    """The candidate's outputs in `file` against the expected `leaves`, one record per leaf."""
+    """The candidate's outputs in `file` against the expected `leaves`, one record per leaf (and
+    the pairs compared in `kept`, when given)."""
     try:
         candidate = torch.load(
             os.path.join(spec["exchange_dir"], file), map_location="cpu", weights_only=True, mmap=True
@@ -272,10 +338,13 @@ def _diffs(
                 diffs.append({"passed": False, "problems": ["not a plain torch.Tensor"]})
                 continue
             atol, rtol, norm_rtol = tolerance_for(want.dtype, tolerances)
-            diffs.append(
-                compare_tensors(want, got.to(want.device), atol=atol, rtol=rtol, norm_rtol=norm_rtol)
-            )
+            got = got.to(want.device)
+            diffs.append(compare_tensors(want, got, atol=atol, rtol=rtol, norm_rtol=norm_rtol))
+            if kept is not None:
+                kept.append((want, got))
         else:
+            if kept is not None:
+                kept.append((want, None))
             atol, rtol, _ = tolerance_for(torch.float32, tolerances)
             diffs.append(compare_values(want, got, atol=atol, rtol=rtol))
     return diffs
@@ -328,9 +397,11 @@ def _baselines(
     *,
     timed: bool,
     measure_bandwidth: bool,
+    precision: str = DEFAULT_POLICY,
 ) -> tuple[JudgeBaselines, float | None]:
     """Eager and torch.compile timed (when `timed`) and the copy bandwidth measured, all in one
-    exclusive hold of the GPU's gate.
+    exclusive hold of the GPU's gate, under the numeric flags of the precision they are timed at
+    (`model` is already autocast for FP16 and BF16).
 
     torch.compile compiles first (seconds to minutes of CPU) holding no gate at all
     (`_gate_free_while_compiling`), and its first run, where Inductor autotunes, happens under
@@ -361,7 +432,7 @@ def _baselines(
                 f"{exc} [the judge held {before / 2**30:.2f} GiB of tensors when its {name} timing began]"
             ) from exc
 
-    with torch.no_grad():
+    with torch.no_grad(), baseline_flags(precision):
         mode = wanted.get("compile_mode")
         compiled: Callable[..., object] | BaselineError | None = None
         if mode:

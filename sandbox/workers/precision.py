@@ -43,6 +43,17 @@ DISPLAY: dict[str, str] = {
 # Two rungs whose errors lie within this factor of each other cannot be told apart on these
 # inputs (TF32 and FP16 share a 10-bit mantissa): they form one class, named by its best member.
 SAME_CLASS_FACTOR = 3.0
+# The FP32 class is wider: eager's FP32 error is one summation order's (cuBLAS's blocked sums) and
+# an honest FP32 kernel's own order can be several times worse. A serial dot product over K = 16384
+# values in [0, 1) is 5x eager's error, which is there within 8x of TF32's (positive operands
+# average TF32's rounding out). Such a candidate must not be called TF32: a lower precision is told
+# apart from FP32 only where the inputs separate them by more than this (centred inputs: TF32 is
+# ~1000x FP32 on a GEMM).
+FP32_CLASS_FACTOR = 30.0
+# A candidate is placed in a lower class only when its error comes within this factor of that
+# class's own error ("consistent with" it): an honest FP32 kernel keeps a margin of at least
+# FP32_CLASS_FACTOR / MATCH_FACTOR = 10x over eager's FP32 error.
+MATCH_FACTOR = 3.0
 # Past the worst rung's error by this factor the candidate is below every known precision.
 BELOW_ALL_FACTOR = 3.0
 
@@ -130,6 +141,9 @@ class Rung:
 
     precisions: tuple[str, ...]
     error: float
+    """The class's own error: its best member's."""
+    worst_error: float = 0.0
+    """Its worst member's."""
 
     @property
     def name(self) -> str:
@@ -169,24 +183,30 @@ def build_ladder(errors: Mapping[str, float]) -> tuple[Rung, ...]:
     ordered = sorted(known, key=lambda p: (floored[p], PRECISIONS.index(p)))
     rungs: list[list[str]] = []
     for precision in ordered:
-        if rungs and floored[precision] <= SAME_CLASS_FACTOR * floored[rungs[-1][0]]:
+        factor = FP32_CLASS_FACTOR if rungs and "fp32" in rungs[-1] else SAME_CLASS_FACTOR
+        if rungs and floored[precision] <= factor * floored[rungs[-1][0]]:
             rungs[-1].append(precision)
         else:
             rungs.append([precision])
     return tuple(
-        Rung(tuple(sorted(group, key=PRECISIONS.index)), max(floored[p] for p in group)) for group in rungs
+        Rung(
+            tuple(sorted(group, key=PRECISIONS.index)),
+            min(floored[p] for p in group),
+            max(floored[p] for p in group),
+        )
+        for group in rungs
     )
 
 
 def classify(candidate_error: float, errors: Mapping[str, float]) -> PrecisionReading:
-    """Place a candidate's error on eager's ladder. Between two rungs the boundary is their
-    geometric mean (rungs sit orders of magnitude apart: fp32 ~1e-7, TF32 ~1e-4, BF16 ~1e-3)."""
+    """Place a candidate's error on eager's ladder: it stays in a class until it comes within
+    MATCH_FACTOR of the next class's error (rungs sit at least SAME_CLASS_FACTOR apart)."""
     rungs = build_ladder(errors)
     for rung, after in itertools.pairwise(rungs):
-        if candidate_error <= math.sqrt(rung.error * after.error):
+        if candidate_error < after.error / MATCH_FACTOR:
             return _reading(rung.name, candidate_error, rungs, rung.describe())
     last = rungs[-1]
-    if candidate_error <= BELOW_ALL_FACTOR * last.error:
+    if candidate_error <= BELOW_ALL_FACTOR * last.worst_error:
         return _reading(last.name, candidate_error, rungs, last.describe())
     return _reading(BELOW_ALL, candidate_error, rungs, DISPLAY[BELOW_ALL])
 

@@ -105,6 +105,9 @@ class RefereeTask(SeededTask):
     """The candidate's and the judge's task: one input seed per correctness trial."""
 
     trial_seeds: list[int]
+    # the seed of the probe input each side checks the hidden transforms' domain on
+    # (referee_common.hidden_allowed); absent or None: every trial uses the task's own inputs
+    hidden_probe_seed: NotRequired[int | None]
 
 
 Tolerances = dict[str, list[float]]
@@ -554,6 +557,7 @@ class JudgeSpec(RefereeTask):
     gpu_gate: str | None
     baselines: NotRequired[BaselineRequest]
     measure_bandwidth: NotRequired[bool]
+    precision: NotRequired[str]  # the policy (fp32, tf32, fp16, bf16, match); absent: fp32
 
 
 class ReferenceOutputs(TypedDict):
@@ -573,6 +577,7 @@ class JudgedTrial(ReferenceOutputs):
 
     index: int
     input_checksums: list[str]  # of the inputs the judge made from the trial's seed
+    inputs: NotRequired[str]  # the hidden transform the seed drew ("task": the task's own values)
 
 
 class JudgedRecheck(ReferenceOutputs):
@@ -595,6 +600,22 @@ class JudgeBaselines(TypedDict, total=False):
     compile: TimingRecord | BaselineError
 
 
+class PrecisionRecord(TypedDict):
+    """The judge's effective-precision check (precision.py) of the candidate's first trial: its
+    error against a float64 reference placed on eager's ladder, and the policy's answer."""
+
+    policy: str
+    measured: str | None  # fp32, tf32, fp16, bf16, below_bf16; None: not measured (see `note`)
+    words: str  # the measured class in words ("TF32 or FP16")
+    error: float | None  # the candidate's relative error against float64 (worst output)
+    ladder: dict[str, float]  # eager's error per class, e.g. {"fp32": 3e-8, "tf32/fp16": 4e-4}
+    ok: bool
+    line: str  # the classifier's line: why it passed or was rejected
+    baseline_precision: str  # the precision the baselines are timed at
+    sampled: bool  # the error was taken over a sample of output elements
+    note: str  # why the precision was not measured, when it was not
+
+
 class HandoffReport(TypedDict):
     """How the child's outputs reached the judge: how many on the GPU (gpu_handoff), and why the
     others went to files, when they did."""
@@ -613,10 +634,13 @@ class JudgeResult(TypedDict):
     trials: NotRequired[list[JudgedTrial]]
     inputs_reproducible: NotRequired[bool]
     inputs_built_on: NotRequired[str]  # "cuda", or "cpu" when get_inputs() makes them there (moved)
+    hidden_transforms: NotRequired[list[str]]  # what the trials could draw (referee_common.hidden_allowed)
     rechecks: NotRequired[list[JudgedRecheck]]
     baselines: NotRequired[JudgeBaselines]  # empty when a check failed: nothing worth timing
     bandwidth_gbps: NotRequired[float | None]
     handoff_notes: NotRequired[list[str]]  # malformed or refused GPU hand-offs from the candidate
+    precision: NotRequired[PrecisionRecord]
+    baseline_precision: NotRequired[str]  # what the baselines were timed at (fp32, tf32, fp16, bf16)
     stages: dict[str, float]  # seconds per stage of the judge, by its own clock
     spec_to_result_s: NotRequired[float]  # from reading its spec to writing this line
 

@@ -92,6 +92,64 @@ def seeded_call(
     return [to_device(v, device) for v in values]
 
 
+# The hidden transforms trials draw from (hidden_inputs.py). Not "large" nor "edge": they scale an
+# output's rounding error far past the absolute tolerance (a signed GEMM's inputs scaled to 1e4 make
+# its errors ~1e6x larger), so an honest kernel that sums in another order would fail on the
+# elements that cancel to near zero; they need a comparison scaled to the output first.
+TRIAL_TRANSFORMS: tuple[str, ...] = (
+    "task",
+    "scale_x3",
+    "scale_x0.01",
+    "shift_up",
+    "shift_down",
+    "negate",
+    "zeros",
+    "ones",
+    "centre",
+)
+PRECISION_TRIAL_TRANSFORM = "centre"
+"""Trial 1 draws this where the domain allows it: the judge measures effective precision there."""
+
+
+def hidden_allowed(
+    reference: torch.nn.Module, get_inputs: Callable[[], Any], probe_seed: int | None, device: str
+) -> list[str]:
+    """The hidden transforms this evaluation's trials may draw: TRIAL_TRANSFORMS under which the
+    reference stays finite on a probe input (hidden_inputs.safe_transforms). The candidate (before
+    its code is imported) and the judge each compute it from the same probe seed; a difference would
+    show as inputs that differ between them. No probe seed: the task's own inputs only."""
+    if probe_seed is None:
+        return ["task"]
+    from hidden_inputs import safe_transforms
+
+    probe = seeded_call(get_inputs, probe_seed, device)
+    return safe_transforms(reference, probe, probe_seed, TRIAL_TRANSFORMS)
+
+
+def trial_inputs(
+    get_inputs: Callable[[], Any], seed: int, device: str, index: int, allowed: list[str]
+) -> tuple[list[Any], str]:
+    """A correctness trial's inputs and the transform its seed drew: the task's own values for trial
+    0, the centred ones for trial 1 where `allowed` has them (the precision check's), a hidden
+    transform among `allowed` for the others (hidden_inputs.py)."""
+    inputs = seeded_call(get_inputs, seed, device)
+    if index == 0 or allowed == ["task"]:
+        return inputs, "task"
+    from hidden_inputs import HiddenDraw, apply, draw
+
+    chosen = (
+        HiddenDraw(PRECISION_TRIAL_TRANSFORM, 0.0, 0)
+        if index == 1 and PRECISION_TRIAL_TRANSFORM in allowed
+        else draw(seed, allowed)
+    )
+    return apply(inputs, chosen), chosen.transform
+
+
+def precision_trial(trials: int, allowed: list[str]) -> int:
+    """The trial whose outputs the judge's effective-precision check reads."""
+    return 1 if trials > 1 and PRECISION_TRIAL_TRANSFORM in allowed else 0
+
+
 def build_reference(
     namespace: dict[str, Any], init_args: list[Any], seed: int, device: str
 ) -> torch.nn.Module:

@@ -13,6 +13,7 @@ expected.json:
   catch      yes (rejected), flagged (passes, with a flag or a static finding), neutralized
              (passes, but the defense removes the advantage), no (not caught; documented)
   policy     strict | kernelbench (kernelbench isolates the defense under test from the op policy)
+  precision  optional: the precision policy it is judged under (docs/precision.md; default fp32)
   profile    whether timing/profiling must run (timing attacks only)
   flag       optional: a performance flag code the result must carry
   static     optional: codes agent.referee.guard_static must report
@@ -73,6 +74,10 @@ class Candidate:
     @property
     def policy(self) -> str:
         return self.expected.get("policy", "strict")
+
+    @property
+    def precision(self) -> str:
+        return self.expected.get("precision", "fp32")
 
     @property
     def profile(self) -> bool:

@@ -50,6 +50,7 @@ def test_expected_json_is_complete(cand: Candidate) -> None:
     assert e["catch"] in CATCHES
     assert cand.task_path.is_file(), cand.task_path
     assert e.get("policy", "strict") in ("strict", "kernelbench")
+    assert e.get("precision", "fp32") in ("fp32", "tf32", "fp16", "bf16", "match")
     if e["pattern"] == "legit":
         assert e["verdict"] == "correct"
     if "cpu_task" in e:
@@ -222,6 +223,7 @@ def test_cpu_candidate_gets_its_verdict(cand: Candidate, tmp_path: Path) -> None
             python_only_compile(path),
             EvalOptions(
                 policy=cand.policy,
+                precision=cand.precision,  # type: ignore[arg-type]
                 device="cpu",
                 trials=2,
                 profile=cand.profile or flag is not None,

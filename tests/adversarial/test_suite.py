@@ -122,6 +122,7 @@ def judge(
         built[cand.name],
         EvalOptions(
             policy=cand.policy,
+            precision=cand.precision,  # type: ignore[arg-type]
             trials=TRIALS,
             profile=cand.profile,
             compile_mode=None,

@@ -74,7 +74,7 @@ def test_the_brief_of_a_dry_run_has_every_item(
     )
     assert f"memory: {NO_GPU}" in _row(brief, "Floors")
     assert "compute: no GPU" in _row(brief, "Floors")
-    assert "float32: atol 0.01, rtol 0.01, norm 0.01" in _row(brief, "Tolerance")
+    assert "float32: atol 0.001, rtol 0.001, norm 0.0001" in _row(brief, "Tolerance")
     assert "faster than torch.compile beyond the measured noise" in _row(brief, "Target")
     assert "speedup vs torch.compile" in _row(brief, "Ranking")
     assert facts.work is not None and facts.work.flops > 0
@@ -270,3 +270,72 @@ def test_a_convolution_counts_two_flops_per_multiply_add() -> None:
     work = estimate_work(graph)
     assert work.flops == work.matmul_flops == 2 * (2 * 4 * 6 * 6) * (3 * 3 * 3)
     assert work.bytes == 4 * (2 * 3 * 8 * 8 + 4 * 3 * 3 * 3 + 2 * 4 * 6 * 6)
+
+
+def _hot_lines(brief: str) -> list[str]:
+    """The hot-region row: its sentence, then the table lines indented under it."""
+    lines = brief.splitlines()
+    start = lines.index(_row(brief, "Hot regions"))
+    return [lines[start], *(line for line in lines[start + 1 :] if line.startswith("    "))]
+
+
+def test_a_whole_models_brief_has_the_hot_region_table_and_an_operators_does_not(
+    dry_run_facts: dict[str, TaskFacts],
+) -> None:
+    gpt = render_brief(dry_run_facts["44_MiniGPTBlock"])
+    head, columns, *rows = _hot_lines(gpt)
+    assert "fusible regions by share of the forward's time" in head
+    assert "estimated from each region's FLOPs and bytes" in head and "not measured on this GPU" in head
+    assert columns.split() == ["region", "share", "GFLOP", "MB", "%", "floor", "headroom", "us", "template"]
+    shares = [float(re.search(r"([\d.]+)% ", row)[1]) for row in rows]  # type: ignore[index]
+    assert shares == sorted(shares, reverse=True) and abs(sum(shares) - 100) < 1
+    assert rows[0].split()[1] == "gemm:"  # the MLP's GEMMs hold most of a transformer block's time
+    # the region the library lacks (split, eq, masked_fill) is marked as such
+    assert any(" attention: " in row and row.endswith(" no") for row in rows)
+    for single in ("19_ReLU", "76_Gemm_Add_ReLU"):
+        facts = dry_run_facts[single]
+        assert facts.hot is None and facts.hot_note == "one region"
+        assert "Hot regions" not in render_brief(facts)
+
+
+def test_the_hot_region_table_names_the_top_regions_and_sums_the_rest(
+    dry_run_facts: dict[str, TaskFacts],
+) -> None:
+    from agent.regions.hot import HotRegion, HotRegionTable
+
+    rows = [
+        HotRegion(
+            region=i,
+            label=f"r{i:02d} elementwise: add",
+            kind="elementwise",
+            covered=i % 2 == 0,
+            share=(20 - i) / 170,
+            time_s=(20 - i) * 1e-6,
+            flops=1e9,
+            bytes=10**6,
+            floor_s=1e-6,
+            pct_of_floor=100 / (20 - i),
+            headroom_s=(19 - i) * 1e-6,
+        )
+        for i in range(20)
+    ]
+    gpt = dry_run_facts["44_MiniGPTBlock"].hot
+    assert gpt is not None
+    table = HotRegionTable(
+        task="model.py",
+        source="measured (torch.profiler on the GPU)",
+        measured=True,
+        rates=gpt.rates,
+        total_s=170e-6,
+        covered_share=0.5,
+        regions=rows,
+    )
+    facts = dry_run_facts["44_MiniGPTBlock"].model_copy(update={"hot": table})
+    head, _, *shown = _hot_lines(render_brief(facts))
+    assert ", measured (torch.profiler on the GPU);" in head and "estimated" not in head
+    assert len(shown) == 9 and [row.split()[0] for row in shown[:8]] == [f"r{i:02d}" for i in range(8)]
+    rest = shown[8].split()
+    assert rest[:3] == ["12", "more", "regions"]
+    assert rest[3] == f"{100 * sum(range(1, 13)) / 170:.1f}%"  # the 12 smallest regions' shares, summed
+    assert rest[4:6] == ["12.0", "12.0"]  # GFLOP and MB, summed
+    assert shown[8].endswith("6 of 12")  # of them, how many the library has templates for

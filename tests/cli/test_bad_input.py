@@ -294,6 +294,20 @@ CASES = [
     Case("eval-swapped-arguments", ["eval", "{solution}/model_new.py", "{task}"], "swap"),
     Case("eval-missing-solution", ["eval", "{task}", "{tmp}/nope"], "{tmp}/nope"),
     Case("eval-missing-task", ["eval", "{tmp}/nope.py", "{solution}"], "{tmp}/nope.py"),
+    Case("eval-unknown-precision", ["eval", "{task}", "{solution}", "--precision", "fp8"], "--precision"),
+    Case(
+        "solve-unknown-precision",
+        ["solve", "{task}", "--precision", "fp64", "--out", "{tmp}/o"],
+        "--precision",
+        absent=["{tmp}/o"],
+    ),
+    Case(
+        "batch-unknown-precision",
+        ["batch", "{tmp}/tasks", "--model", "templates", "--precision", "FP32", "--out", "{tmp}/b"],
+        "--precision",
+        setup=tasks_folder("tasks"),
+        absent=["{tmp}/b"],
+    ),
     Case("eval-unknown-policy", ["eval", "{task}", "{solution}", "--policy", "bogus"], "--policy"),
     Case("eval-zero-trials", ["eval", "{task}", "{solution}", "--trials", "0"], "--trials"),
     # agent compile

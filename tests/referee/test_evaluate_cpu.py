@@ -71,7 +71,8 @@ def test_torch_hidden_inside_a_custom_operator_is_seen(judge_cpu: JudgeCpu) -> N
 
 
 def test_zeros_for_tiny_outputs_fail_on_the_norm_wise_error(judge_cpu: JudgeCpu) -> None:
-    result = judge_cpu("softmax_tiny", "zeros", profile=False)
+    # fp16's atol of 1e-2: fp32's 1e-3 is close to softmax's largest outputs on these inputs
+    result = judge_cpu("softmax_tiny", "zeros", profile=False, precision="fp16")
     assert result.verdict == "incorrect"
     diff = result.correctness.trials[0].outputs[0]  # type: ignore[union-attr]
     assert diff.mismatch_count == 0  # every element is within atol=1e-2 ...
@@ -103,7 +104,7 @@ def test_one_wrong_element_is_located(judge_cpu: JudgeCpu) -> None:
         ("identity_nonneg", "alias_input", "strict", "output 0 shares memory with input 0"),
         ("relu_small", "subclass_output", "kernelbench", "where a plain torch.Tensor is expected"),
         ("relu_small", "wrong_shape", "strict", "shape [64, 1] where [64, 256] is expected"),
-        ("layernorm_small", "layernorm_default_params", "kernelbench", "outside atol=0.01 rtol=0.01"),
+        ("layernorm_small", "layernorm_default_params", "kernelbench", "outside atol=0.001 rtol=0.001"),
     ],
 )
 def test_incorrect_outputs_say_why(

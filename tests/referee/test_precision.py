@@ -167,3 +167,29 @@ def test_unknown_policy_and_a_ladder_without_fp32_are_refused() -> None:
         P.check_policy(reading, "fp8")
     with pytest.raises(ValueError, match="needs eager's fp32 error"):
         P.classify(1e-4, {"tf32": 1e-4})
+
+
+@pytest.mark.parametrize("k", [1024, 16384, 65536])
+def test_an_honest_serial_fp32_dot_product_is_never_called_a_lower_precision(k: int) -> None:
+    """Eager's FP32 error is cuBLAS's blocked order; a kernel that accumulates serially is several
+    times less accurate on positive operands, where TF32's rounding averages out to nearly FP32's.
+    It stays FP32, while a TF32 kernel is still caught where the inputs tell the two apart."""
+    gen = torch.Generator().manual_seed(k)
+    for centred in (False, True):
+        a, b = torch.rand(8, k, generator=gen), torch.rand(k, 1, generator=gen)
+        if centred:
+            a, b = a - 0.5, b - 0.5
+        reference = (a.double() @ b.double()).squeeze(1)
+        errors = {
+            "fp32": P.relative_error((a @ b).squeeze(1), reference),
+            "tf32": P.relative_error((P.round_to(a, "tf32") @ P.round_to(b, "tf32")).squeeze(1), reference),
+            "bf16": P.relative_error((a.bfloat16().float() @ b.bfloat16().float()).squeeze(1), reference),
+        }
+        serial = torch.zeros(8)
+        for column in (a * b.T).unbind(1):
+            serial = serial + column
+        reading = P.classify(P.relative_error(serial, reference), errors)
+        assert reading.measured == "fp32" and P.check_policy(reading, "fp32").ok, (k, centred, errors)
+        if centred:
+            tf32 = P.classify(errors["tf32"], errors)
+            assert tf32.measured == "tf32" and not P.check_policy(tf32, "fp32").ok

@@ -111,7 +111,7 @@ def test_the_convolution_template_compiles_with_several_slot_settings(
     ]
     root, built = compile_variants(plan, TASKS / "convs.py", variants, tmp_path, build_cache)
     base = built[0]
-    assert base["S0_ALGO"] == 0 and base["S0_MATH"] == int(torch.backends.cudnn.allow_tf32)  # as eager
+    assert base["S0_ALGO"] == 0 and base["S0_MATH"] == 0  # full FP32, as the referee's reference
     source = (root / "kernels" / "s1_conv.cu").read_text()
     assert "constexpr int kXDims[4] = {2, 8, 1, 33};" in source  # 1D as 2D of height 1
     assert "constexpr int kWDims[4] = {8, 6, 1, 5};" in source  # (C_in, C_out / groups, 1, k)
