@@ -238,7 +238,8 @@ def batch_command(
 
     from agent.batch.config import BatchConfig, JudgingOptions
     from agent.batch.progress import LiveProgress, LogProgress, NullProgress, ProgressState
-    from agent.batch.report import NothingToReport, build_reports, write_reports
+    from agent.batch.report import NothingToReport, build_reports
+    from agent.batch.report_files import write_reports
     from agent.batch.runner import run_batch
     from agent.batch.scheduler import visible_gpus
     from agent.batch.store import StoreError
@@ -390,7 +391,8 @@ def report_command(
     wide: Annotated[bool, typer.Option("--wide", help="Every column (wider than 80).")] = False,
 ) -> None:
     """Print KernelBench metrics (fast_p, geomean speedup, per level) and cost; write report.md and report.html."""
-    from agent.batch.report import NothingToReport, build_reports, write_reports
+    from agent.batch.report import NothingToReport, build_reports
+    from agent.batch.report_files import write_reports
     from agent.batch.store import StoreError
 
     path = store / "store.sqlite" if store.is_dir() else store

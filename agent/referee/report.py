@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.referee.diff import margin_line, render_diff
+from agent.referee.diff_text import margin_line, render_diff
 from agent.referee.roofline import WorkEstimate, speed_of_light_lines
 
 if TYPE_CHECKING:

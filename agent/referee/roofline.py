@@ -9,9 +9,13 @@ floor / time: 100% is as fast as the hardware allows.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, Field
 
-from agent.referee.results import PerformanceReport
+if TYPE_CHECKING:
+    from agent.referee.results import PerformanceReport
+
 
 NEAR_FLOOR = 0.85
 """At or above this share of the floor little is left to gain."""

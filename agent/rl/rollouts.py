@@ -37,8 +37,8 @@ from agent.messages import Message, SystemMessage, ToolResultMessage, UserMessag
 from agent.models.base import Model
 from agent.referee.results import EvalResult
 from agent.rl.session import KernelSession, RolloutConfig, RolloutOutcome
+from agent.run.header import task_identity, versions
 from agent.run.prompts import build_prompts
-from agent.run.solve import task_identity, versions
 from agent.tasks import Task
 from agent.tools.candidates import Referee
 from agent.transcripts.format import (

@@ -38,8 +38,8 @@ from agent.messages import Message, ModelResponse, ToolSpec
 from agent.regions.allocate import Allocation, RegionEstimate, RegionProgress, allocate, allocate_uniform
 from agent.regions.extract import write_region_tasks
 from agent.regions.partition import Region, partition
-from agent.regions.whole import RegionCoverage, coverage
-from agent.run.region_compose import RegionAttempt, RegionState, compose_and_finish, faster
+from agent.regions.whole import RegionCoverage, coverage, region_summary
+from agent.run.region_compose import RegionAttempt, RegionState, SolveOne, compose_and_finish, faster
 from agent.run.region_records import RegionResult
 from agent.run.result import SolveResult
 from agent.tasks import Task, TaskLoadError, instantiate_tasks, load_task, parse_task
@@ -110,7 +110,11 @@ def templates_model(
     total = sum(r.eager_s for r in regions) or 1e-30
     share = sum(r.eager_s for r, c in zip(regions, found, strict=True) if c.covered) / total
     if share < MIN_COVERED_SHARE:
-        return policy
+        summary = region_summary(graph)
+        if not summary:
+            return policy
+        needs = f"a run region by region needs {MIN_COVERED_SHARE:.0%}"
+        return policy.model_copy(update={"reason": f"{policy.reason}; {summary} ({needs})"})
     return RegionwisePolicy(
         Path(task_path), graph, regions, found, reason=policy.reason, gpu=visible_device_limits()
     )
@@ -120,15 +124,18 @@ def solve_by_region(
     config: SolveConfig,
     policy: RegionwisePolicy,
     *,
+    solve_one: SolveOne,
     referee: Referee,
     task: Task,
     progress: Any = None,
     sandbox_options: Mapping[str, object] | None = None,
 ) -> SolveResult:
-    """Solve each covered region as its own task, compose, judge the whole, submit the composition."""
+    """Solve each covered region as its own task with `solve_one` (agent.run.solve.solve, passed in
+    by it), compose, judge the whole, submit the composition."""
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     state = _setup(config, policy, referee, progress, dict(sandbox_options or {}), time.monotonic())
+    state.solve_one = solve_one
     total = config.budget.turns or DEFAULT_UNITS
     if config.region_allocation == "uniform":
         final = _run_uniform(state, total)
@@ -283,8 +290,6 @@ def _budget_left(state: RegionState) -> bool:
 
 def _run_region(state: RegionState, index: int, units: int) -> RegionAttempt:
     """The region's task through the normal solve path with the template policy, `units` candidates."""
-    from agent.run.solve import solve
-
     config, limits = state.config, state.config.budget
     plan = state.plans[index]
     assert isinstance(plan, Plan)
@@ -305,7 +310,8 @@ def _run_region(state: RegionState, index: int, units: int) -> RegionAttempt:
     record = state.results[index]
     record.units, record.out = units, str(out)
     try:
-        result = solve(
+        assert state.solve_one is not None, "solve_by_region sets it"
+        result = state.solve_one(
             sub,
             model=model,
             referee=state.referee,

@@ -13,12 +13,13 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.budget import BudgetUsage
 from agent.referee.results import EvalResult
 from agent.regions.allocate import RegionEstimate
 from agent.regions.compose import composed_source
+from agent.run.header import task_identity, versions
 from agent.run.region_records import CompositionTrial, RegionResult, RegionRun
 from agent.run.result import SolveResult
 from agent.tasks import Task
@@ -51,6 +52,19 @@ class RegionAttempt:
     faster_alone: bool
 
 
+class SolveOne(Protocol):
+    def __call__(
+        self,
+        config: SolveConfig,
+        *,
+        model: Any,
+        referee: Referee,
+        task: Task,
+        progress: Any,
+        sandbox_options: Mapping[str, object] | None,
+    ) -> SolveResult: ...
+
+
 @dataclass
 class RegionState:
     """What a region-by-region run knows as it goes: its regions' estimates, plans, tasks, runs."""
@@ -70,6 +84,8 @@ class RegionState:
     ran: dict[int, RegionAttempt] = field(default_factory=dict)
     usage: BudgetUsage = field(default_factory=BudgetUsage)
     times_source: str = ""
+    solve_one: SolveOne | None = None
+    """How a region's own task is solved: agent.run.solve.solve, handed in by it."""
 
 
 def faster(result: SolveResult | EvalResult, baseline: str) -> bool:
@@ -242,7 +258,6 @@ def _write_transcript(
 ) -> None:
     """The whole run's transcript: its header holds the region plan (each region's own transcript is
     in regions/rNN/), one evaluation event a composition judged, and the run's end."""
-    from agent.run.solve import task_identity, versions
 
     config = state.config
     header = Header(

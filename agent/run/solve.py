@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import datetime
 import logging
-import platform
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from importlib import metadata
 from pathlib import Path
 from traceback import format_exc
 from typing import Any, Literal
@@ -33,6 +31,7 @@ from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S, Model
 from agent.models.registry import DEFAULT_MODEL
 from agent.referee.options import EvalOptions
 from agent.run.brief import NO_GPU, TaskFacts, gather_facts, measure_baselines, render_brief
+from agent.run.by_region import RegionwisePolicy, solve_by_region
 from agent.run.context import (
     DEFAULT_CONTEXT_TOKENS,
     DEFAULT_KEEP_TURNS,
@@ -40,6 +39,7 @@ from agent.run.context import (
     ContextWindow,
     Elision,
 )
+from agent.run.header import task_identity, versions
 from agent.run.loop import AgentLoop, LoopOutcome, Progress
 from agent.run.prompts import build_prompts
 from agent.run.report import render_report
@@ -48,7 +48,7 @@ from agent.run.standalone import standalone_model
 from agent.tasks import Task, load_task
 from agent.tools import Toolbox, ToolContext, ToolSettings, default_tools
 from agent.tools.candidates import Candidate, CandidateBook, Referee, RefereeAdapter
-from agent.transcripts.format import Header, RunEndEvent, TaskIdentity, TranscriptWriter, tool_hash
+from agent.transcripts.format import Header, RunEndEvent, TranscriptWriter, tool_hash
 from agent.workspace import HARNESS_FILES, MODEL_ENTRY, Workspace
 from sandbox.base import Sandbox, open_sandbox
 from sandbox.safe_files import SkippedEntry, read_text, write_file
@@ -144,11 +144,15 @@ def solve(
     if gpu is None and not config.allow_no_gpu:
         raise SolveError(NO_GPU_MESSAGE)
     task = task or load_task(config.task, sandbox_kind=config.sandbox)
-    from agent.run.by_region import RegionwisePolicy, solve_by_region  # it calls solve() per region
-
-    if isinstance(model, RegionwisePolicy):
+    if isinstance(model, RegionwisePolicy):  # each region is a solve() of its own
         return solve_by_region(
-            config, model, referee=referee, task=task, progress=progress, sandbox_options=sandbox_options
+            config,
+            model,
+            solve_one=solve,
+            referee=referee,
+            task=task,
+            progress=progress,
+            sandbox_options=sandbox_options,
         )
     arch, _ = resolve_arch(config.referee.arch)
     out.mkdir(parents=True, exist_ok=True)
@@ -338,31 +342,3 @@ def export_solution(workspace: Workspace, candidate: Candidate, dest: Path) -> l
     copy.restore_harness_files()
     copy.restore(candidate.snapshot)
     return skipped
-
-
-def task_identity(task: Task) -> TaskIdentity:
-    return TaskIdentity(
-        name=task.name,
-        key=task.key,
-        sha256=task.sha256,
-        path=str(task.path),
-        level=task.level,
-        problem_id=task.problem_id,
-        inputs=task.spec.describe() if task.spec else "",
-    )
-
-
-def versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for package in ("kernel-agent", "torch", "pydantic", "openai", "anthropic"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = "not installed"
-    try:
-        import torch
-
-        found["torch_cuda"] = torch.version.cuda or "none"
-    except ImportError:
-        pass
-    return found

@@ -21,13 +21,7 @@ def plan_task(task_path: Path, *, sandbox_kind: str = "local") -> Plan | NotCove
         graph = trace_task(Path(task_path), sandbox_kind=sandbox_kind)
     except TraceError as exc:
         return NotCovered(task=Path(task_path).stem, reason=f"the task could not be traced: {exc}")
-    plan = recognize(graph)
-    if isinstance(plan, NotCovered) and plan.ops:
-        from agent.regions.whole import region_summary
-
-        if summary := region_summary(graph):
-            plan = plan.model_copy(update={"reason": f"{plan.reason}; {summary}"})
-    return plan
+    return recognize(graph)
 
 
 def build_policy(

@@ -15,7 +15,8 @@ import pytest
 
 from agent.batch.config import AttemptOutcome, EvalJob, JudgingOptions, WorkItem
 from agent.batch.fakes import fake_compile, fake_result
-from agent.batch.report import build_reports, render_markdown, write_reports
+from agent.batch.report import build_reports, render_markdown
+from agent.batch.report_files import write_reports
 from agent.batch.store import Store
 from agent.tasks import load_folder
 from tests.batch.helpers import fake_config, make_tasks

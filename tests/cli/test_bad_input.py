@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.batch.report import write_reports
+from agent.batch.report_files import write_reports
 from tests.batch.test_report import fill_store
 from tests.cli.bad_input import (
     RELU_TASK,

@@ -19,10 +19,11 @@ from agent.models import openai as openai_adapter
 from agent.models.base import Model
 from agent.models.replay import ReplayModel
 from agent.referee import EvalOptions
+from agent.run.context import requests_sent
 from agent.run.solve import SolveConfig, solve
 from agent.tasks import parse_task
 from agent.transcripts.compact import Compactor, Expander
-from agent.transcripts.format import ModelRequestEvent, ModelResponseEvent, ToolCallEvent, ToolResultEvent
+from agent.transcripts.format import ModelResponseEvent, ToolCallEvent, ToolResultEvent
 from agent.transcripts.reader import load_transcript, read_transcript
 from tests.agent.conftest import RELU_TASK
 from tests.agent.fakes import FakeReferee
@@ -115,12 +116,10 @@ def test_the_recorded_conversation_rebuilds_each_request_as_sent(
     the provider got, byte for byte (raw bodies keep long texts the conversation holds as references)."""
     provider, path = recorded
     transcript = load_transcript(path)
-    conversation = transcript.conversation()
-    requests = transcript.of_type(ModelRequestEvent)
+    sent = requests_sent(transcript)  # the 2 MB write passes the context ceiling: its turn is folded
     responses = transcript.of_type(ModelResponseEvent)
     tools = transcript.header.tools
-    for n, (request, response) in enumerate(zip(requests, responses, strict=True)):
-        messages = conversation[: request.message_count]
+    for n, (messages, response) in enumerate(zip(sent, responses, strict=True)):
         if provider == "anthropic":
             built = anthropic_adapter.build_request("claude-sonnet-5-5", messages, tools, max_tokens=16_384)
         else:
