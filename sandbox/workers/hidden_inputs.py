@@ -4,7 +4,7 @@ A task's `get_inputs` usually draws `torch.rand` in [0, 1): a kernel that only w
 negative values, no large magnitudes, a skipped term that is ~0 on that range) passes every
 trial. Here a trial's seed also picks a transform of its floating inputs: the task's own values,
 x3, x0.01, shifted up or down, negated, all zeros, all ones, large magnitude, a mix of edge values (no
-denormals), or centred (each tensor less its mean: on centred operands a lower precision's rounding
+denormals), or centred (each tensor less its midrange: on centred operands a lower precision's rounding
 no longer averages out, so the judge measures effective precision there). Integer, boolean and index tensors are never touched.
 
 What is drawn depends on the seed through a keyed hash, never on the RNG streams the inputs come
@@ -112,7 +112,9 @@ def _transform_tensor(tensor: torch.Tensor, chosen: HiddenDraw, index: int) -> t
     if name == "ones":
         return torch.ones_like(tensor)
     if name == "centre":
-        return tensor - tensor.mean() if tensor.numel() else tensor
+        # the midrange, not the mean: max and min are exact whatever the reduction order, so the
+        # candidate's process (other thread counts, another summation order) gets the same bits
+        return tensor - (tensor.max() + tensor.min()) / 2 if tensor.numel() else tensor
     if name == "large":
         peak = float(tensor.detach().abs().max()) if tensor.numel() else 0.0
         target = LARGE_MAGNITUDE.get(tensor.dtype, 1e4)

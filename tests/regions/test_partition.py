@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import ast
 
+import pytest
+
 from agent.regions.extract import region_task_source
 from agent.regions.partition import Region, partition
 from agent.regions.whole import coverage, region_summary
 from agent.templates import OpGraph, TraceError, trace_task
 from tests.templates.test_cli import UNCOVERED_TASK
+
+# Tracing all 50 level-3 models takes minutes on two cores: the full lane's, not the fast one's.
+pytestmark = pytest.mark.slow
 
 
 def _check_order(graph: OpGraph, regions: list[Region]) -> None:
