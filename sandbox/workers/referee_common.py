@@ -92,25 +92,6 @@ def seeded_call(
     return [to_device(v, device) for v in values]
 
 
-# The hidden transforms trials draw from (hidden_inputs.py). Not "large" nor "edge": they scale an
-# output's rounding error far past the absolute tolerance (a signed GEMM's inputs scaled to 1e4 make
-# its errors ~1e6x larger), so an honest kernel that sums in another order would fail on the
-# elements that cancel to near zero; they need a comparison scaled to the output first.
-TRIAL_TRANSFORMS: tuple[str, ...] = (
-    "task",
-    "scale_x3",
-    "scale_x0.01",
-    "shift_up",
-    "shift_down",
-    "negate",
-    "zeros",
-    "ones",
-    "centre",
-)
-PRECISION_TRIAL_TRANSFORM = "centre"
-"""Trial 1 draws this where the domain allows it: the judge measures effective precision there."""
-
-
 def hidden_allowed(
     reference: torch.nn.Module, get_inputs: Callable[[], Any], probe_seed: int | None, device: str
 ) -> list[str]:
@@ -120,7 +101,7 @@ def hidden_allowed(
     show as inputs that differ between them. No probe seed: the task's own inputs only."""
     if probe_seed is None:
         return ["task"]
-    from hidden_inputs import safe_transforms
+    from hidden_inputs import TRIAL_TRANSFORMS, safe_transforms
 
     probe = seeded_call(get_inputs, probe_seed, device)
     return safe_transforms(reference, probe, probe_seed, TRIAL_TRANSFORMS)
@@ -135,7 +116,7 @@ def trial_inputs(
     inputs = seeded_call(get_inputs, seed, device)
     if index == 0 or allowed == ["task"]:
         return inputs, "task"
-    from hidden_inputs import HiddenDraw, apply, draw
+    from hidden_inputs import PRECISION_TRIAL_TRANSFORM, HiddenDraw, apply, draw
 
     chosen = (
         HiddenDraw(PRECISION_TRIAL_TRANSFORM, 0.0, 0)
@@ -147,6 +128,8 @@ def trial_inputs(
 
 def precision_trial(trials: int, allowed: list[str]) -> int:
     """The trial whose outputs the judge's effective-precision check reads."""
+    from hidden_inputs import PRECISION_TRIAL_TRANSFORM
+
     return 1 if trials > 1 and PRECISION_TRIAL_TRANSFORM in allowed else 0
 
 
