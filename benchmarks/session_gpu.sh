@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Issues 44 and 45's GPU evidence in one device session, in lanes that run at once (the referee's
+# GPU gate keeps every timing exclusive; builds share the CPUs):
+#   referee    the referee's GPU tests and the adversarial suite under the default precision (fp32)
+#   precision  benchmarks/precision_set.py (the labelled set), then benchmarks/verify_cost.py
+#   mutation   benchmarks/mutation_bench.py (kill rate per fault class)
+#   regions    `agent batch --model templates` over level 3 models, gain vs uniform allocation
+#
+#   source benchmarks/gpu_setup.sh
+#   bash benchmarks/session_gpu.sh start               # returns at once
+#   OUT=... bash benchmarks/session_gpu.sh wait 540    # again, at once, until it prints "finished"
+#
+# `start` copies the repository (with the carried .whl, .gl, .kb and .old) to /tmp: a later device
+# call lays the working tree out anew. `wait` copies every lane's results so far to $OUT.
+# Env: LANES (default "referee precision mutation regions"), MUTANTS_PER_CLASS (10),
+# REGION_TASKS (level 3 file names), REGION_BUDGET (turns=3).
+set -u
+RUN=/tmp/session-gpu
+case "${1:-}" in
+start)
+    rm -rf "$RUN" && mkdir -p "$RUN/out"
+    cp -r . "$RUN/repo"
+    cd "$RUN/repo" || exit 2
+    # shellcheck disable=SC2016  # expanded by the inner shell
+    setsid nohup bash -c '
+        run=$0; out=$run/out
+        export PYTHONUNBUFFERED=1 COLUMNS=160 OUT=$out
+        nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -l 5 > "$out/gpu.csv" 2>/dev/null &
+        lane() {  # lane NAME COMMAND...: one lane, its log, its exit status and time
+            local name=$1 started=$SECONDS; shift
+            echo "$name start $(date -u +%T)" >> "$out/lanes.log"
+            "$@" > "$out/$name.log" 2>&1
+            echo "$name exit $? after $((SECONDS - started)) s, $(date -u +%T)" >> "$out/lanes.log"
+        }
+        referee() {
+            REFEREE_GPU_EVAL_BENCH=0 REFEREE_GPU_WORKERS=3 bash benchmarks/referee_gpu.sh
+        }
+        precision() {
+            python3 benchmarks/precision_set.py --jobs 4 --out "$out/precision/set.md"
+            echo "precision_set exit $?"
+            python3 benchmarks/verify_cost.py --old .old --runs 2 --out "$out/precision/verify_cost.md"
+            echo "verify_cost exit $?"
+        }
+        mutation() {
+            python3 benchmarks/mutation_bench.py --per-class "${MUTANTS_PER_CLASS:-10}" --jobs 4 \
+                --out "$out/mutation/mutation.md"
+        }
+        regions() {
+            local files=() allocation
+            for name in ${REGION_TASKS:-17_SqueezeNetFireModule.py 43_MinGPTCausalAttention.py 44_MiniGPTBlock.py 6_GoogleNetInceptionModule.py 14_DenseNet121DenseBlock.py}; do
+                files+=(".kb/level3/$name")
+            done
+            for allocation in gain uniform; do
+                python3 -m agent.cli.app batch "${files[@]}" --model templates --budget "${REGION_BUDGET:-turns=3}" \
+                    --region-allocation "$allocation" --out "$run/regions/$allocation" --quiet &
+            done
+            wait
+        }
+        for name in ${LANES:-referee precision mutation regions}; do lane "$name" "$name" & done
+        wait
+        echo done > "$run/exit"
+    ' "$RUN" > "$RUN/console.log" 2>&1 < /dev/null &
+    echo "started: pid $!, lanes log $RUN/out/lanes.log"
+    ;;
+wait)
+    : "${OUT:?set OUT to the folder that comes back from the GPU machine}"
+    deadline=$((SECONDS + ${2:-540}))
+    while [ ! -f "$RUN/exit" ] && ((SECONDS < deadline)); do sleep 5; done
+    cd "$RUN/repo" || exit 2
+    for allocation in gain uniform; do
+        store=$RUN/regions/$allocation/store.sqlite
+        [ -f "$store" ] || continue
+        mkdir -p "$RUN/out/regions"
+        python3 -c "import sqlite3,sys; s=sqlite3.connect(sys.argv[1]); d=sqlite3.connect(sys.argv[2]); s.backup(d)" \
+            "$store" "$RUN/out/regions/store_$allocation.sqlite"
+    done
+    if ls "$RUN"/out/regions/store_*.sqlite >/dev/null 2>&1; then
+        stores=()
+        for s in "$RUN"/out/regions/store_*.sqlite; do
+            name=${s##*/store_}
+            stores+=(--store "${name%.sqlite}=$s")
+        done
+        python3 benchmarks/regions_batch_table.py "${stores[@]}" --out "$RUN/out/regions/regions_batch.md" \
+            --title "KernelBench level 3 region by region, --model templates, budget ${REGION_BUDGET:-turns=3} a model ($(date -u +%F))" \
+            > "$RUN/out/regions/table.log" 2>&1
+    fi
+    cp -r "$RUN/out/." "$OUT/"
+    cat "$RUN/out/lanes.log" 2>/dev/null
+    for log in "$RUN"/out/*.log; do echo "== ${log##*/}"; tail -n 4 "$log"; done
+    [ -f "$RUN/exit" ] && echo finished || echo "still running"
+    ;;
+*)
+    echo "usage: $0 start|wait [SECONDS]" >&2
+    exit 2
+    ;;
+esac
