@@ -154,6 +154,21 @@ def policy_report(
             f"the {policy} policy forbids torch compute in the forward and the extension; called: {listed}. "
             "Write these as your own CUDA kernels (allocation and views are fine)"
         )
+    captured = dict(cand.get("setup_captured_ops") or {})
+    for name, count in (cand.get("captured_ops") or {}).items():
+        captured[name] = captured.get(name, 0) + count
+    replayed = forbidden(policy, captured)
+    if replayed:
+        listed = ", ".join(f"{name} x{count}" for name, count in list(replayed.items())[:8])
+        at_setup = forbidden(policy, dict(cand.get("setup_captured_ops") or {}))  # the forward's are counted
+        report.forbidden.update({name: report.forbidden.get(name, 0) + n for name, n in at_setup.items()})
+        report.violations.append(
+            f"torch operators were captured into a CUDA graph that the forward replays ({listed}): the "
+            f"{policy} policy forbids torch compute, replayed or not. Capture only your own kernels"
+        )
+    launches = cand.get("graph_launches") or 0
+    if launches:
+        report.notes.append(f"the forward launches {launches:g} CUDA graph(s) a call")
     changed = cand.get("flags_changed") or {}
     if changed:
         listed = ", ".join(f"{name} {before} -> {after}" for name, (before, after) in changed.items())

@@ -106,6 +106,7 @@ def run(spec: CandidateRequest, body: CandidateRecord, link: SupervisorLink) -> 
     import torch
     from candidate_trials import SupervisedTiming, profile_kernels, run_trials, time_candidate
     from gpu_handoff import HandoffSender
+    from op_policy import make_recorder
     from referee_common import (
         StageFailure,
         build_reference,
@@ -147,14 +148,20 @@ def run(spec: CandidateRequest, body: CandidateRecord, link: SupervisorLink) -> 
     link.stage("import candidate")
     model_class = _import_candidate(spec["solution"])
     link.stage("construct ModelNew")
-    with torch.device(device):
+    # Torch compute is allowed while the model is built, but not captured into a CUDA graph that
+    # the forward then replays: the recorder sees what runs under a capture.
+    setup = make_recorder()
+    with torch.device(device), setup:
         model = model_class(*copy.deepcopy(init_args))
     if not isinstance(model, torch.nn.Module):
         raise StageFailure("construct ModelNew", "interface", "ModelNew(...) is not a torch.nn.Module")
-    model = model.to(device)
+    with setup:
+        model = model.to(device)
 
     link.stage("load state")
-    loaded = model.load_state_dict(state, strict=False)
+    with setup:
+        loaded = model.load_state_dict(state, strict=False)
+    body["setup_captured_ops"] = dict(setup.captured)
     body["state_load"] = {"missing": list(loaded.missing_keys), "unexpected": list(loaded.unexpected_keys)}
     if state and (loaded.missing_keys or loaded.unexpected_keys):
         raise StageFailure(

@@ -46,6 +46,7 @@ PART_BYTES = 1 << 30  # outputs larger than this cross to the judge in parts (sa
 DISK_MARGIN_BYTES = 1 << 30
 PROFILE_INPUT_BYTES = 2 << 30  # the profile's inputs for all its calls together, at most
 POISON_BYTE = 0xFF  # all-ones: NaN in every floating dtype (a float32 NaN read as float16 is half zeros)
+GRAPH_LAUNCHES = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})  # runtime and driver API
 
 
 def _signature(tensors: list[torch.Tensor]) -> Signature:
@@ -235,6 +236,7 @@ def run_trials(
         output_bytes = nbytes([s for s in snapshots if s is not None])
         del inputs, input_tensors, pristine, out, leaves, snapshots
     body["ops"] = dict(recorder.counts)
+    body["captured_ops"] = dict(recorder.captured)
     body["profiler_ops"] = dict(profiler_ops)
     return signature
 
@@ -356,6 +358,7 @@ def profile_kernels(
         body["profile_error"] = f"torch.profiler failed: {type(exc).__name__}: {exc}"
         return
     kernels: dict[str, list[float]] = {}
+    body["graph_launches"] = sum(event.name in GRAPH_LAUNCHES for event in events) / calls
     for event in events:
         # The forward's own record_function label shows up on the GPU timeline too (a user
         # annotation spanning the kernels): it is not a kernel.

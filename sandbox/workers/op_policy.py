@@ -94,6 +94,9 @@ def make_recorder(on_uninitialized: Callable[[Any], None] | None = None) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.counts: Counter[str] = Counter()
+            # Operators run while a CUDA graph captures: a replay runs their kernels again
+            # later with no operator reaching the dispatcher.
+            self.captured: Counter[str] = Counter()
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             name = str(func)
@@ -101,6 +104,8 @@ def make_recorder(on_uninitialized: Callable[[Any], None] | None = None) -> Any:
             if len(devices) > 1 and op_key(name)[1] in LAYOUT_COPIES:
                 name += CROSS_DEVICE
             self.counts[name] += 1
+            if torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
+                self.captured[name] += 1
             out = func(*args, **(kwargs or {}))
             if on_uninitialized and type(out) is torch.Tensor and op_key(name)[1] in UNINITIALIZED:
                 on_uninitialized(out)

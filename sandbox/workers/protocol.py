@@ -495,6 +495,8 @@ class CandidateRecord(TypedDict):
     state_load: NotRequired[StateLoad]
     ops: NotRequired[dict[str, int]]  # torch operators the dispatch mode saw in the trials
     profiler_ops: NotRequired[dict[str, int]]  # and the profiler's operator log of them
+    captured_ops: NotRequired[dict[str, int]]  # of those, run under a CUDA graph capture
+    setup_captured_ops: NotRequired[dict[str, int]]  # captured while ModelNew was built and loaded
     identity_changed: NotRequired[list[str]]
     timing: NotRequired[TimingRecord]
     rechecks: NotRequired[Sequence[RecheckRecord]]  # the host replaces them with SupervisedRechecks
@@ -502,6 +504,7 @@ class CandidateRecord(TypedDict):
     profile_error: NotRequired[str | None]
     profiled_calls: NotRequired[int]
     profile_ops: NotRequired[dict[str, int]]
+    graph_launches: NotRequired[float]  # CUDA graph launches per profiled forward call
     flags_changed: NotRequired[dict[str, tuple[str, str | None]]]  # flag: (before, after)
     threads: NotRequired[ThreadReport]
     handoff: NotRequired[HandoffReport]

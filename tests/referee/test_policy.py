@@ -161,3 +161,29 @@ def test_tolerance_lookup_by_dtype() -> None:
     custom = TolerancePolicy(name="x", per_dtype={"float32": default.for_dtype("float32")})
     with pytest.raises(ValueError, match="'default'"):
         tolerance_policy(custom)
+
+
+def test_torch_compute_captured_into_a_cuda_graph_while_the_model_is_built_is_a_violation() -> None:
+    from agent.referee.assemble import policy_report
+
+    captured = {"setup_captured_ops": {"aten.mm.default": 1, "aten.empty.memory_format": 2}}
+    strict = policy_report("strict", captured)  # type: ignore[arg-type]
+    assert strict.forbidden == {"aten.mm.default": 1}
+    assert any("captured into a CUDA graph" in v and "aten.mm.default x1" in v for v in strict.violations)
+    assert policy_report("kernelbench", captured).ok  # type: ignore[arg-type]
+
+
+def test_own_kernels_replayed_from_a_cuda_graph_are_allowed_and_noted() -> None:
+    from agent.referee.assemble import policy_report
+
+    own = {"setup_captured_ops": {"aten.empty_like.default": 1}, "graph_launches": 1.0}
+    report = policy_report("strict", own)  # type: ignore[arg-type]
+    assert report.ok
+    assert "the forward launches 1 CUDA graph(s) a call" in report.notes
+
+
+def test_the_recorder_counts_nothing_as_captured_outside_a_capture() -> None:
+    recorder = make_recorder()
+    with recorder:
+        torch.ones(3) + 1
+    assert recorder.counts and not recorder.captured
