@@ -6,7 +6,7 @@ scripted policy, their evaluations on GPUs through the batch's executor, and the
 
 The policy is the built-in template policy (agent/templates: no API key, no tokens), one fresh
 per rollout; tasks its library does not cover are left out and counted. Each rollout is an
-agent.rl `KernelSession` driven turn by turn (`agent.rl.rollouts.converse`), judged through
+agent.rl `KernelSession` driven by the agent loop (`agent.rl.rollouts.converse`), judged through
 `BatchReferee` on a `LocalEvaluator` or a `RayEvaluator` (a local Ray instance started here with
 the machine's GPUs, or `--address`), behind `DedupReferee`. Prints and writes: rollouts per hour,
 evaluations judged and reused, evaluations per GPU-hour, the rewards, and where the evaluation time

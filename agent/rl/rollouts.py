@@ -5,7 +5,8 @@
                           options=JudgingOptions(policy="kernelbench"), out=Path("runs/rollouts"))
 
 Each rollout is a `KernelSession` (the tools and failure rules the verifiers environment wraps)
-driven by a `Model`: a scripted one, the built-in template policy, or an LLM. Its verify, profile
+driven by a `Model` (a scripted one, the built-in template policy, or an LLM) through the agent loop
+`agent solve` runs (agent/run/loop.py), the session as its tool executor. Its verify, profile
 and submit calls go to the evaluator through `BatchReferee` (compile slots, then a GPU slot; with
 Ray, judges placed on the cluster's GPUs, time rewards taken on GPUs that do not train), behind a
 `DedupReferee`: a candidate whose content a rollout of the same task already had judged is not
@@ -17,12 +18,10 @@ reward and why) beside it, and ends as an attempt in a batch store (`agent repor
 from __future__ import annotations
 
 import concurrent.futures
-import datetime
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -32,25 +31,17 @@ from agent.batch.config import AttemptOutcome, BatchConfig, JudgingOptions, Work
 from agent.batch.executors import Evaluator
 from agent.batch.stages import StageShare, stage_breakdown
 from agent.batch.store import Store
-from agent.build.toolkit import resolve_arch
-from agent.messages import Message, SystemMessage, ToolResultMessage, UserMessage
+from agent.messages import SystemMessage, ToolCall, UserMessage
 from agent.models.base import Model
 from agent.referee.results import EvalResult
 from agent.rl.session import KernelSession, RolloutConfig, RolloutOutcome
-from agent.run.header import task_identity, versions
-from agent.run.prompts import build_prompts
+from agent.run.context import ContextLimits, ContextWindow
+from agent.run.loop import AgentLoop
+from agent.run.setup import run_prompts, transcript_header, versions
 from agent.tasks import Task
+from agent.tools import ToolOutput
 from agent.tools.candidates import Referee
-from agent.transcripts.format import (
-    Header,
-    ModelRequestEvent,
-    ModelResponseEvent,
-    RunEndEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    TranscriptWriter,
-    tool_hash,
-)
+from agent.transcripts.format import RunEndEvent, TranscriptWriter
 from agent.workspace import Workspace
 from sandbox.base import Sandbox
 
@@ -201,9 +192,12 @@ class _Rollout:
             return None
         folder = self.out / "rollouts" / item.task.name / item.candidate
         started = time.monotonic()
-        session = KernelSession.open(item.task, root=folder, referee=self.referee, config=self.config)
+        config = self.config.model_copy(
+            update={"budget": self.config.budget.model_copy(update={"turns": self.max_turns})}
+        )
+        session = KernelSession.open(item.task, root=folder, referee=self.referee, config=config)
         try:
-            converse(session, self.make_model(item.task), folder / TRANSCRIPT, max_turns=self.max_turns)
+            converse(session, self.make_model(item.task), folder / TRANSCRIPT)
         finally:
             outcome = session.finish()
         (folder / OUTCOME).write_text(outcome.model_dump_json(indent=1))
@@ -230,80 +224,46 @@ class _Rollout:
         )
 
 
-def converse(session: KernelSession, model: Model, transcript: Path, *, max_turns: int) -> None:
-    """The model and the session's tools, turn by turn, each call through `session.call` (so a
-    crash, hang or flood is a failed sample), every request, response, call and result written to
-    `transcript` as the agent loop writes them. Ends when the session does, when the model answers
-    without a tool call, or after `max_turns`."""
+def converse(session: KernelSession, model: Model, transcript: Path) -> None:
+    """The model and the session's tools through the agent loop, each call through
+    `session.execute` (so a crash, hang or flood is a failed sample), written to `transcript` as
+    `agent solve` writes its own. Ends when the session does, when the model answers without a tool
+    call, or when the session's budget (its turns: `max_turns`) runs out."""
     task, context = session.task, session.context
     gpu = context.referee.device()
-    arch, _ = resolve_arch(session.config.referee.arch)
-    prompts = build_prompts(
-        task, policy=session.config.referee.policy, baseline="eager", gpu=gpu, arch=arch, budget_line=""
-    )
-    messages: list[Message] = [SystemMessage(text=prompts.system), UserMessage(text=prompts.task)]
-    specs = session.tool_specs
-    header = Header(
-        run_id=uuid.uuid4().hex,
-        started_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        task=task_identity(task),
+    prompts = run_prompts(task, session.config.referee, baseline="eager", gpu=gpu, budget_line="")
+    header = transcript_header(
+        task,
         model=getattr(model, "name", "model"),
-        config={"rollout": session.config.model_dump(mode="json"), "max_turns": max_turns},
-        tools=specs,
-        tool_hashes={spec.name: tool_hash(spec) for spec in specs},
+        config={"rollout": session.config.model_dump(mode="json"), "max_turns": session.config.budget.turns},
+        tools=session.tool_specs,
         prompt_hashes=prompts.hashes,
-        versions=versions(),
         gpu=gpu,
         sandbox=session.sandbox.describe(),
     )
+
+    def execute(call: ToolCall) -> ToolOutput:
+        output = session.execute(call)
+        # The text keeps the MCP channel's "ERROR: " mark, so both RL paths show the model one text.
+        return replace(output, content=output.as_text())
+
     with TranscriptWriter(transcript, header) as writer:
-        recorded, message = 0, ""
-        for turn in range(1, max_turns + 1):
-            if session.done:
-                break
-            writer.write(
-                ModelRequestEvent(turn=turn, messages=messages[recorded:], message_count=len(messages))
-            )
-            try:
-                response = model.query(messages, specs)
-            except Exception as exc:  # a model that fails ends the rollout, as a failed sample
-                session.fail(f"model: {type(exc).__name__}: {exc}")
-                break
-            writer.write(ModelResponseEvent(turn=turn, response=response))
-            messages.append(response.message)
-            recorded = len(messages)
-            if not response.message.tool_calls:
-                message = "the model answered without calling a tool"
-                break
-            for call in response.message.tool_calls:
-                writer.write(ToolCallEvent(turn=turn, call=call))
-                started = time.monotonic()
-                text = session.call(call.name, call.raw_arguments)
-                is_error = text.startswith("ERROR: ")
-                writer.write(
-                    ToolResultEvent(
-                        turn=turn,
-                        tool_call_id=call.id,
-                        tool_name=call.name,
-                        content=text,
-                        is_error=is_error,
-                        duration_s=time.monotonic() - started,
-                    )
-                )
-                messages.append(
-                    ToolResultMessage(
-                        tool_call_id=call.id, tool_name=call.name, content=text, is_error=is_error
-                    )
-                )
-                if session.done:
-                    break
-        else:
-            message = f"{max_turns} turns"
-        status = session.stop_status or ("error" if session.failed else "model_stopped")
+        loop = AgentLoop(
+            model,
+            session.toolbox,
+            context,
+            writer,
+            max_idle_turns=1,
+            window=ContextWindow(ContextLimits(ceiling_tokens=0)),
+            execute=execute,
+        )
+        outcome = loop.run([SystemMessage(text=prompts.system), UserMessage(text=prompts.task)])
+        session.end(outcome.status, outcome.message)
         writer.write(
             RunEndEvent(
-                status=status,
-                message=session.reason or message,
+                turn=context.turn,
+                status=session.stop_status or "error",
+                message=session.reason,
                 usage=context.budget.usage(),
             )
         )

@@ -4,8 +4,10 @@
 that drives our tools turn by turn): it creates a fresh workspace for the task, opens a
 sandbox over it, and runs our own tools (agent/tools: files, compile, verify, profile, submit)
 with the referee given to it (injectable: tests pass a fake verdict). Nothing it does raises
-into the caller: every tool call returns the text the model reads, and a rollout that crashes,
-hangs or floods ends as a failed sample with its reason (`RolloutOutcome.failed`).
+into the caller: every tool call returns a `ToolOutput` (`run`; `call` gives its text), and a
+rollout that crashes, hangs or floods ends as a failed sample with its reason
+(`RolloutOutcome.failed`). `execute` is the agent loop's tool executor (agent/run/loop.py): once
+the rollout has ended it raises the RunStop that ends the loop.
 
     session = KernelSession.open(task, root=tmp, referee=referee, config=RolloutConfig())
     text = session.call("write_file", {"path": "kernels/relu.cu", "content": "..."})
@@ -27,19 +29,20 @@ import tempfile
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.budget import Budget, BudgetExhausted, BudgetLimits
+from agent.budget import Budget, BudgetLimits
 from agent.messages import ToolCall
 from agent.referee.options import EvalOptions
 from agent.referee.results import EvalResult
 from agent.rl.reward import RewardBreakdown, TierRewards, reward_from_result
-from agent.stops import RunAborted, RunStatus, RunStop, Submitted
+from agent.run.setup import tool_context
+from agent.stops import AbortStatus, RunAborted, RunStatus, RunStop
 from agent.tasks import Task
-from agent.tools import Toolbox, ToolContext, ToolSettings
-from agent.tools.candidates import CandidateBook, Referee, RefereeAdapter
+from agent.tools import Toolbox, ToolContext, ToolOutput, ToolSettings
+from agent.tools.candidates import Referee, RefereeAdapter
 from agent.tools.files import edit_file, list_files, read_file, write_file
 from agent.tools.pipeline import compile_workspace, profile, submit, verify
 from agent.tools.skills import list_skills, read_skill
@@ -63,6 +66,10 @@ RL_TOOLS = (
 skill catalog names list_skills and read_skill, so they are offered too)."""
 
 Status = Literal["running", "submitted", "stopped", "budget_exhausted", "failed"]
+FAILED_STATUSES: frozenset[RunStatus] = frozenset(
+    {*get_args(AbortStatus), "model_error", "sandbox_error", "interrupted"}
+)
+"""How a run ends when it is no fault of the model's work: such a rollout is a failed sample."""
 
 
 class RolloutConfig(BaseModel):
@@ -124,6 +131,8 @@ class KernelSession:
     calls: int = 0
     toolbox: Toolbox = field(default_factory=lambda: Toolbox(RL_TOOLS))
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _stop: RunStop | None = None
+    """The tool's RunStop that ended the rollout (not a failure): `execute` raises it again."""
     _closed: bool = False
 
     @classmethod
@@ -144,13 +153,13 @@ class KernelSession:
         workspace = Workspace.create(root / "workspace", task)
         box = open_sandbox(config.sandbox, workspace=workspace.root, **(sandbox_options or {}))
         box.__enter__()
-        context = ToolContext(
-            task=task,
-            workspace=workspace,
-            sandbox=box,
+        context = tool_context(
+            task,
+            workspace,
+            box,
             referee=referee or RefereeAdapter(config.referee),
             budget=Budget(config.budget),
-            candidates=CandidateBook(baseline="eager"),
+            baseline="eager",
             events=_Events(),
             settings=ToolSettings(referee=config.referee),
         )
@@ -165,58 +174,77 @@ class KernelSession:
         return self.status != "running"
 
     def call(self, name: str, arguments: dict[str, Any] | str | None = None) -> str:
-        """Run one tool call; the text the model reads. Never raises."""
-        if self.done:
-            return f"the rollout has ended ({self.status}: {self.reason}); no more tool calls are run"
-        self.calls += 1
+        """Run one tool call by name, for a channel with no turns and no error flag (MCP): the text
+        the model reads (`ToolOutput.as_text`). Never raises."""
         raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+        if not self.done:
+            self.context.turn = self.calls + 1
+        return self.run(ToolCall.from_raw(id=f"rl_{next(self._ids)}", name=name, raw_arguments=raw)).as_text()
+
+    def run(self, call: ToolCall) -> ToolOutput:
+        """Run one tool call under the rollout's rules: a flood, a hang or a crash fails the sample,
+        a RunStop ends the rollout, and a call after the end runs nothing. Never raises."""
+        if self.done:
+            return ToolOutput(
+                f"the rollout has ended ({self.status}: {self.reason}); no more tool calls are run"
+            )
+        self.calls += 1
+        size = len(call.raw_arguments.encode())
         if self.calls > self.config.max_tool_calls:
             return self._fail(f"flood: more than {self.config.max_tool_calls} tool calls")
-        if len(raw.encode()) > self.config.max_argument_bytes:
+        if size > self.config.max_argument_bytes:
             return self._fail(
-                f"flood: {name} arguments of {len(raw.encode())} bytes (limit {self.config.max_argument_bytes})"
+                f"flood: {call.name} arguments of {size} bytes (limit {self.config.max_argument_bytes})"
             )
-        call = ToolCall.from_raw(id=f"rl_{next(self._ids)}", name=name, raw_arguments=raw)
-        self.context.turn = self.calls
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-tool")
         try:
             future = pool.submit(self._run, call)
             try:
                 return future.result(timeout=self.config.tool_timeout_s)
             except concurrent.futures.TimeoutError:
-                return self._fail(f"hang: {name} still running after {self.config.tool_timeout_s:g} s")
+                return self._fail(f"hang: {call.name} still running after {self.config.tool_timeout_s:g} s")
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def _run(self, call: ToolCall) -> str:
+    def execute(self, call: ToolCall) -> ToolOutput:
+        """The agent loop's tool executor (`AgentLoop.execute`): `run`, then, once the rollout has
+        ended, the RunStop that ends the loop too (its text is what `run` returned)."""
+        output = self.run(call)
+        if self.done:
+            raise self._stop or RunAborted("error", output.content)
+        return output
+
+    def _run(self, call: ToolCall) -> ToolOutput:
         try:
             self.context.budget.check()
-            output = self.toolbox.call(self.context, call)
-        except Submitted as stop:
-            self.status, self.reason, self.stop_status = "submitted", str(stop), stop.status
-            return str(stop)
-        except BudgetExhausted as stop:
-            self.status, self.reason, self.stop_status = "budget_exhausted", str(stop), stop.status
-            return str(stop)
-        except RunAborted as stop:
-            self.stop_status = stop.status
-            return self._fail(f"{stop.status}: {stop}")
+            return self.toolbox.call(self.context, call)
         except RunStop as stop:
-            self.status, self.reason, self.stop_status = "stopped", str(stop), stop.status
-            return str(stop)
+            self.end(stop.status, str(stop), stop)
+            return ToolOutput(f"the rollout failed: {self.reason}" if self.failed else str(stop))
         except Exception as exc:
             tail = traceback.format_exc().strip().splitlines()[-1]
             return self._fail(f"crash: {call.name} raised {type(exc).__name__}: {exc} ({tail})")
-        return f"ERROR: {output.content}" if output.is_error else output.content
+
+    def end(self, status: RunStatus, reason: str, stop: RunStop | None = None) -> None:
+        """End the rollout with a run's status: a tool's RunStop, or the stop of the loop that drives
+        the session. A status that is no fault of the model's work (an abort, a model or harness
+        error) fails the sample."""
+        if self.done:
+            return
+        self.stop_status = status
+        if status in FAILED_STATUSES:
+            self._fail(f"{status}: {reason}")
+            return
+        self.status, self.reason, self._stop = _session_status(status), reason, stop
 
     def fail(self, reason: str) -> None:
         """End the rollout as a failed sample for a reason outside the tools (the policy broke)."""
         self._fail(reason)
 
-    def _fail(self, reason: str) -> str:
+    def _fail(self, reason: str) -> ToolOutput:
         if not self.done:
             self.status, self.reason, self.failed = "failed", reason, True
-        return f"the rollout failed: {reason}"
+        return ToolOutput(f"the rollout failed: {reason}")
 
     def scored_result(self) -> EvalResult | None:
         book = self.context.candidates
@@ -262,3 +290,11 @@ class KernelSession:
             self.sandbox.__exit__(None, None, None)
         if self.owns_root:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _session_status(status: RunStatus) -> Status:
+    if status.startswith("submitted"):
+        return "submitted"
+    if status.startswith("budget_exhausted"):
+        return "budget_exhausted"
+    return "stopped"

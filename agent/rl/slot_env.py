@@ -27,8 +27,9 @@ batch of slot assignments, the reward the rank of each one's time within that ba
   is the median time in ms, None or a string a failure and its reason, an `Outcome` as the
   search records it). The default, `PolicyEvaluator`, is the template policy's own path:
   `TemplatePolicy` instantiates the files and builds its candidate turn (write_file for changed
-  files, compile, profile), our tools run it in a `KernelSession` with the referee, and the
-  policy reads the verdict back (`TemplatePolicy._outcome`), identical sources judged once.
+  files, compile, profile: `candidate_turn`), the agent loop runs it through our tools in a
+  `KernelSession` with the referee, and the policy reads the verdict back (`read_verdict`),
+  identical sources judged once (`candidate_hash`).
   Every assignment is judged once per env (a cache by slot key, kept across resets).
 - Episodes: `reset` clears the episode (its times, incumbent, steps); truncated after
   `max_steps` steps; never terminated (there is no terminal state).
@@ -49,14 +50,21 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agent.messages import Message, ModelResponse, ToolCall, ToolSpec
 from agent.rl.session import KernelSession, RolloutConfig
+from agent.run.loop import AgentLoop
+from agent.stops import RunStop
 from agent.templates.plan import NotCovered, Plan
 from agent.templates.search import NOISE_FLOOR, Outcome, Proposal
 from agent.templates.slots import Config, Observation, SlotSpace, default_makers, initial_config
+from agent.tools import ToolOutput
 from agent.tools.candidates import Referee
 from agent.tune.space import DeviceLimits
+
+if TYPE_CHECKING:
+    from agent.templates.policy import TemplatePolicy
 
 try:  # optional: the `rl` extra
     gym: Any = importlib.import_module("gymnasium")
@@ -124,17 +132,53 @@ class SlotTask:
 # -- the default evaluator: the template policy's own candidate path --------------------------------
 @dataclass
 class _PolicyRun:
-    policy: Any  # TemplatePolicy
+    policy: TemplatePolicy
     session: KernelSession | None = None
+
+
+@dataclass
+class _CandidateTurn:
+    """The loop's model for one candidate: the template policy's turn that builds and judges it."""
+
+    policy: TemplatePolicy
+    proposal: Proposal
+    name: str = "templates"
+
+    def query(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], *, max_output_tokens: int | None = None
+    ) -> ModelResponse:
+        message = self.policy.candidate_turn(self.proposal, judge=True)
+        return ModelResponse(message=message, cost_usd=0.0, stop_reason="tool_use", model=self.name)
+
+
+@dataclass
+class _UntilCompileFails:
+    """The session's tool executor, skipping what follows a failed compile (a profile would only
+    rebuild the same broken sources)."""
+
+    session: KernelSession
+    compile_failed: bool = False
+
+    def __call__(self, call: ToolCall) -> ToolOutput:
+        if self.compile_failed:
+            return ToolOutput(f"{call.name}: not run, the compile failed", is_error=True)
+        output = self.session.execute(call)
+        self.compile_failed = call.name == "compile" and output.is_error
+        return output
+
+
+class _NoTranscript:
+    def write(self, event: object) -> object:
+        return event
 
 
 @dataclass
 class PolicyEvaluator:
     """Judges an assignment the way `TemplatePolicy` judges its candidates: its files
-    (`instantiate`), its candidate turn (write_file for what changed, compile, profile) run by our
-    tools in one `KernelSession` per task (the referee given, else the real one: it needs the
-    GPU), its reading of the verdict, its content-hash dedup. A session that fails (crash, hang)
-    fails that candidate and a fresh one is opened for the next."""
+    (`instantiate`), its candidate turn (write_file for what changed, compile, profile) run by the
+    agent loop (one step) over one `KernelSession` per task (the referee given, else the real one:
+    it needs the GPU), its reading of the verdict, its content-hash dedup. A session that fails
+    (crash, hang) fails that candidate and a fresh one is opened for the next."""
 
     referee: Referee | None = None
     config: RolloutConfig = field(default_factory=lambda: RolloutConfig(max_tool_calls=1_000_000))
@@ -142,8 +186,7 @@ class PolicyEvaluator:
     _runs: dict[str, _PolicyRun] = field(default_factory=dict)
 
     def __call__(self, task: SlotTask, assignment: Config) -> Outcome:
-        from agent.messages import ToolResultMessage
-        from agent.templates.policy import LOOP_TOOLS, TemplatePolicy
+        from agent.templates.policy import TemplatePolicy
 
         run = self._runs.get(task.name)
         if run is None:
@@ -151,31 +194,29 @@ class PolicyEvaluator:
             run = self._runs[task.name] = _PolicyRun(policy)
         policy = run.policy
         proposal = Proposal(dict(assignment), "env")
-        digest = policy._hash(proposal)
+        digest = policy.candidate_hash(proposal)
         known = policy.by_hash.get(digest)
         if known is not None:
             return known
         if run.session is None or run.session.done:
             run.session = self._open(task)
-            policy.written.clear()  # a fresh workspace holds none of the policy's files
+            policy.forget_files()
         session = run.session
-        message = policy._build(proposal, judge=True)
-        results: dict[str, ToolResultMessage] = {}
-        for call in message.tool_calls:
-            text = session.call(call.name, call.arguments or {})
-            error = text.startswith("ERROR: ")
-            results[call.id] = ToolResultMessage(
-                tool_call_id=call.id,
-                tool_name=call.name,
-                content=text.removeprefix("ERROR: "),
-                is_error=error,
-            )
-            if session.done or (call.name == "compile" and error):
-                break
-        if session.failed:
+        loop = AgentLoop(
+            _CandidateTurn(policy, proposal),
+            session.toolbox,
+            session.context,
+            _NoTranscript(),
+            execute=_UntilCompileFails(session),
+        )
+        try:
+            loop.step()
+        except RunStop as stop:  # the session ended (a crash, a hang, the budget): the next one is fresh
+            session.end(stop.status, str(stop))
+        if session.done:
             outcome = Outcome(False, reason=session.reason)
         else:
-            outcome = policy._outcome(results, LOOP_TOOLS) or Outcome(False, reason="no verdict came back")
+            outcome = policy.read_verdict(loop.messages) or Outcome(False, reason="no verdict came back")
         policy.by_hash[digest] = outcome
         return outcome
 

@@ -2,6 +2,8 @@
 
 It stops on a `RunStop` (Submitted, BudgetExhausted, ModelStopped, RunAborted), each carrying the
 run's status; a model error, a sandbox failure or a bug ends it too, with the status recorded.
+`agent solve` runs it over the toolbox; RL rollouts and the slot environment run it over a
+`KernelSession` (agent/rl/session.py), whose executor applies the rollout's failure rules.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from agent.budget import BudgetExhausted
 from agent.messages import Message, ModelResponse, ToolCall, ToolResultMessage, UserMessage
@@ -22,7 +25,6 @@ from agent.transcripts.format import (
     ModelResponseEvent,
     ToolCallEvent,
     ToolResultEvent,
-    TranscriptWriter,
 )
 from sandbox.base import SandboxError
 
@@ -42,6 +44,14 @@ class LoopOutcome:
 
 
 Progress = Callable[[ToolContext, str], None]
+ToolExecutor = Callable[[ToolCall], ToolOutput]
+"""Runs one tool call; a RunStop it raises ends the run (its text is the call's result)."""
+
+
+class EventLog(Protocol):
+    """Where the loop records what happens: the run's TranscriptWriter."""
+
+    def write(self, event: Any) -> object: ...
 
 
 @dataclass
@@ -49,13 +59,15 @@ class AgentLoop:
     model: Model
     toolbox: Toolbox
     context: ToolContext
-    transcript: TranscriptWriter
+    transcript: EventLog
     max_output_tokens: int | None = None
     progress: Progress = lambda ctx, note: None
     max_idle_turns: int = 3
     """Text-only replies in a row before the run ends as model_stopped."""
     window: ContextWindow = field(default_factory=ContextWindow)
     """Which old turns each request folds into the digest (the whole history stays in `messages`)."""
+    execute: ToolExecutor | None = None
+    """Runs each tool call; None: `toolbox` with `context`."""
     messages: list[Message] = field(default_factory=list)
     _recorded: int = 0
     _idle_turns: int = 0
@@ -115,7 +127,7 @@ class AgentLoop:
         self.transcript.write(ToolCallEvent(turn=self.context.turn, call=call))
         self.progress(self.context, f"running {call.name}")
         try:
-            output = self.toolbox.call(self.context, call)
+            output = self.execute(call) if self.execute else self.toolbox.call(self.context, call)
         except RunStop as stop:
             self._record_result(call, ToolOutput(str(stop), is_error=not isinstance(stop, Submitted)))
             raise

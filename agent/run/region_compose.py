@@ -6,10 +6,8 @@ write the output folder (model_new.py, result.json, regions.json, run.json, repo
 from __future__ import annotations
 
 import copy
-import datetime
 import logging
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,13 +17,13 @@ from agent.budget import BudgetUsage
 from agent.referee.results import EvalResult
 from agent.regions.allocate import RegionEstimate
 from agent.regions.compose import composed_source
-from agent.run.header import task_identity, versions
 from agent.run.region_records import CompositionTrial, RegionResult, RegionRun
 from agent.run.result import SolveResult
+from agent.run.setup import transcript_header
 from agent.tasks import Task
 from agent.templates import NotCovered, Plan
 from agent.tools.candidates import Referee
-from agent.transcripts.format import CandidateRef, EvaluationEvent, Header, RunEndEvent, TranscriptWriter
+from agent.transcripts.format import CandidateRef, EvaluationEvent, RunEndEvent, TranscriptWriter
 from agent.workspace import open_solution
 from sandbox.base import open_sandbox
 from sandbox.safe_files import write_file
@@ -260,16 +258,10 @@ def _write_transcript(
     in regions/rNN/), one evaluation event a composition judged, and the run's end."""
 
     config = state.config
-    header = Header(
-        run_id=uuid.uuid4().hex,
-        started_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        task=task_identity(task),
+    header = transcript_header(
+        task,
         model="templates (region by region)",
         config=config.model_dump(mode="json") | {"regions": run.model_dump(mode="json")},
-        tools=[],
-        tool_hashes={},
-        prompt_hashes={},
-        versions=versions(),
         gpu=state.referee.device(),
         sandbox=config.sandbox,
     )

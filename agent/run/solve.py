@@ -13,10 +13,8 @@ output folder.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from traceback import format_exc
@@ -25,7 +23,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from agent.budget import Budget, BudgetLimits
-from agent.build.toolkit import resolve_arch
 from agent.messages import SystemMessage, UserMessage
 from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S, Model
 from agent.models.registry import DEFAULT_MODEL
@@ -39,16 +36,15 @@ from agent.run.context import (
     ContextWindow,
     Elision,
 )
-from agent.run.header import task_identity, versions
 from agent.run.loop import AgentLoop, LoopOutcome, Progress
-from agent.run.prompts import build_prompts
 from agent.run.report import render_report
 from agent.run.result import SolveResult
+from agent.run.setup import run_prompts, tool_context, transcript_header
 from agent.run.standalone import standalone_model
 from agent.tasks import Task, load_task
 from agent.tools import Toolbox, ToolContext, ToolSettings, default_tools
 from agent.tools.candidates import Candidate, CandidateBook, Referee, RefereeAdapter
-from agent.transcripts.format import Header, RunEndEvent, TranscriptWriter, tool_hash
+from agent.transcripts.format import RunEndEvent, TranscriptWriter
 from agent.workspace import HARNESS_FILES, MODEL_ENTRY, Workspace
 from sandbox.base import Sandbox, open_sandbox
 from sandbox.safe_files import SkippedEntry, read_text, write_file
@@ -154,32 +150,26 @@ def solve(
             progress=progress,
             sandbox_options=sandbox_options,
         )
-    arch, _ = resolve_arch(config.referee.arch)
     out.mkdir(parents=True, exist_ok=True)
     workspace = Workspace.create(out / "workspace", task)
     budget = Budget(config.budget, clock=clock)
     toolbox = Toolbox(default_tools(shell_enabled=config.shell))
     with open_sandbox(config.sandbox, workspace=workspace.root, **dict(sandbox_options or {})) as sandbox:
         facts = facts or task_facts(config, task, referee, sandbox, gpu, budget)
-        prompts = build_prompts(
+        prompts = run_prompts(
             task,
-            policy=config.referee.policy,
+            config.referee,
             baseline=config.baseline,
             gpu=gpu,
-            arch=arch,
             budget_line=budget.remaining_line(),
             brief=render_brief(facts),
         )
-        header = Header(
-            run_id=uuid.uuid4().hex,
-            started_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            task=task_identity(task),
+        header = transcript_header(
+            task,
             model=getattr(model, "name", config.model),
             config=config.model_dump(mode="json"),
             tools=toolbox.specs,
-            tool_hashes={spec.name: tool_hash(spec) for spec in toolbox.specs},
             prompt_hashes=prompts.hashes,
-            versions=versions(),
             gpu=gpu,
             sandbox=sandbox.describe(),
         )
@@ -190,13 +180,13 @@ def solve(
                 allow_no_gpu=config.allow_no_gpu,
                 work=facts.work,
             )
-            context = ToolContext(
-                task=task,
-                workspace=workspace,
-                sandbox=sandbox,
+            context = tool_context(
+                task,
+                workspace,
+                sandbox,
                 referee=referee,
                 budget=budget,
-                candidates=CandidateBook(baseline=config.baseline),
+                baseline=config.baseline,
                 events=transcript,
                 settings=settings,
             )

@@ -103,6 +103,39 @@ class TemplatePolicy:
             model=self.name,
         )
 
+    # -- one candidate at a time (agent/rl/slot_env.py drives the policy this way) --------------
+    def candidate_turn(self, proposal: Proposal, *, judge: bool) -> AssistantMessage:
+        """The turn that builds `proposal`: write_file for each of its files the workspace does not
+        hold yet, compile, and with `judge` profile (which verifies, then times)."""
+        files = self._files(proposal)
+        calls = [
+            self._call("write_file", {"path": p, "content": t})
+            for p, t in files.items()
+            if self.written.get(p) != t
+        ]
+        self.written.update(files)
+        calls.append(self._call("compile", {}))
+        if judge:
+            calls.append(self._call("profile", {}))
+        what = f"{proposal.maker} agent: {dict(proposal.changes)}" if proposal.changes else proposal.maker
+        text = f"Candidate {len(self.search.judged) + 1 if self.search else 1} ({what}): {len(calls) - 1 - judge} file(s)."
+        return self._send("build", proposal, calls, text)
+
+    def read_verdict(
+        self, messages: Sequence[Message], offered: set[str] | frozenset[str] = LOOP_TOOLS
+    ) -> Outcome | None:
+        """The verdict of the candidate the last turn asked for, read from its tool results in
+        `messages`; None while it awaits one (it compiled, and the profile is still to come)."""
+        return self._outcome(self._results(messages), offered)
+
+    def candidate_hash(self, proposal: Proposal) -> str:
+        """The content hash of `proposal`'s files: identical sources are judged once (`by_hash`)."""
+        return content_hash(self._files(proposal))
+
+    def forget_files(self) -> None:
+        """The workspace was replaced by a fresh one: the next turn writes every file again."""
+        self.written.clear()
+
     # -- reading what came back ---------------------------------------------------------------
     def _results(self, messages: Sequence[Message]) -> dict[str, ToolResultMessage]:
         if self.last is None:
@@ -165,37 +198,21 @@ class TemplatePolicy:
             if outcome is None:  # it compiled: judge it (profile verifies, then times)
                 return self._turn("profile" if "profile" in offered else "verify", last.proposal)
             self.search.record(last.proposal, outcome)
-            self.by_hash[self._hash(last.proposal)] = outcome
+            self.by_hash[self.candidate_hash(last.proposal)] = outcome
             if self.dry_run:
                 return self._submit(offered, note="compile-only dry run: the first candidate compiled")
         if turns_left is not None and turns_left <= RESERVED_TURNS:
             return self._finish(offered)
         while (proposal := self.search.next()) is not None:
-            known = self.by_hash.get(self._hash(proposal))
+            known = self.by_hash.get(self.candidate_hash(proposal))
             if known is None:
                 # The first candidate is compiled in a turn of its own, so a template that does
                 # not build is seen before anything is judged; later ones are written, compiled
                 # and profiled in one turn.
                 judge = proposal.maker not in ("initial", "fallback") and "profile" in offered
-                return self._build(proposal, judge=judge)
+                return self.candidate_turn(proposal, judge=judge)
             self.search.record(proposal, known)  # identical sources: judged once
         return self._finish(offered)
-
-    def _build(self, proposal: Proposal, *, judge: bool) -> AssistantMessage:
-        files = self._files(proposal)
-        calls = [
-            self._call("write_file", {"path": p, "content": t})
-            for p, t in files.items()
-            if self.written.get(p) != t
-        ]
-        self.written.update(files)
-        calls.append(self._call("compile", {}))
-        kind = "build"
-        if judge:
-            calls.append(self._call("profile", {}))
-        what = f"{proposal.maker} agent: {dict(proposal.changes)}" if proposal.changes else proposal.maker
-        text = f"Candidate {len(self.search.judged) + 1 if self.search else 1} ({what}): {len(calls) - 1 - judge} file(s)."
-        return self._send(kind, proposal, calls, text)
 
     def _turn(self, tool: str, proposal: Proposal) -> AssistantMessage:
         return self._send(tool, proposal, [self._call(tool, {})], f"{tool} the {proposal.maker} candidate.")
@@ -244,9 +261,6 @@ class TemplatePolicy:
                 tunable=self.tunable,
             )
         return self.files[key]
-
-    def _hash(self, proposal: Proposal) -> str:
-        return content_hash(self._files(proposal))
 
     def _call(self, name: str, arguments: dict[str, Any]) -> ToolCall:
         import json

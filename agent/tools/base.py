@@ -47,6 +47,11 @@ class ToolOutput:
     data: dict[str, Any] | None = None
     duration_s: float = 0.0
 
+    def as_text(self) -> str:
+        """The result as one text, for a channel that carries no error flag (an MCP tool result):
+        an error's text starts with "ERROR: "."""
+        return f"ERROR: {self.content}" if self.is_error else self.content
+
 
 @dataclass(frozen=True)
 class ToolReply:

@@ -15,10 +15,12 @@ import pytest
 from agent.batch.config import JudgingOptions
 from agent.batch.store import Store
 from agent.models.scripted import ScriptedModel, text_turn, tool_call_turn
+from agent.referee.options import EvalOptions
 from agent.referee.results import EvalResult, SolutionRef, TaskRef
-from agent.rl.rollouts import OUTCOME, DedupReferee, run_rollouts
-from agent.rl.session import RolloutOutcome
+from agent.rl.rollouts import OUTCOME, TRANSCRIPT, DedupReferee, converse, run_rollouts
+from agent.rl.session import KernelSession, RolloutConfig, RolloutOutcome
 from agent.tasks import Task, load_task
+from agent.transcripts.format import ToolResultEvent
 from agent.transcripts.reader import read_transcript
 from agent.workspace import Workspace
 from tests.batch.helpers import fake_model_new, local_ray_evaluator, make_tasks
@@ -114,6 +116,31 @@ def test_a_failed_evaluation_is_not_kept(tmp_path: Path, task: Task) -> None:
         referee.evaluate(task, space, sandbox=None, profile=True)  # type: ignore[arg-type]
     assert referee.evaluate(task, space, sandbox=None, profile=True).verdict == "correct"  # type: ignore[arg-type]
     assert len(inner.judged) == 2
+
+
+def test_a_rollout_runs_the_agent_loop_over_its_session(tmp_path: Path, task: Task) -> None:
+    config = RolloutConfig(referee=EvalOptions(arch="9.0"))
+    session = KernelSession.open(task, root=tmp_path / "r", referee=CountingReferee(), config=config)
+    model = ScriptedModel(
+        [tool_call_turn("write_file", {"path": "binding.cpp", "content": "x"}), text_turn("done")]
+    )
+    converse(session, model, tmp_path / TRANSCRIPT)
+    outcome = session.finish()
+    transcript = read_transcript(tmp_path / TRANSCRIPT)
+    (result,) = [e for e in transcript.events if isinstance(e, ToolResultEvent)]
+    assert result.is_error and result.content.startswith("ERROR: ")  # what the verifiers env shows
+    assert transcript.run_end is not None and transcript.run_end.status == "model_stopped"
+    assert outcome.status == "stopped" and not outcome.failed
+
+
+def test_a_model_that_raises_is_a_failed_sample(tmp_path: Path, task: Task) -> None:
+    config = RolloutConfig(referee=EvalOptions(arch="9.0"))
+    session = KernelSession.open(task, root=tmp_path / "r", referee=CountingReferee(), config=config)
+    converse(session, ScriptedModel([RuntimeError("the policy broke")]), tmp_path / TRANSCRIPT)
+    outcome = session.finish()
+    assert outcome.failed and "the policy broke" in outcome.reason
+    run_end = read_transcript(tmp_path / TRANSCRIPT).run_end
+    assert run_end is not None and run_end.status == "error"
 
 
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'kernel-agent[ray]'")
