@@ -13,9 +13,9 @@ import functools
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from agent.build.compile import CompileResult, compile_solution
 from agent.referee import assemble
@@ -25,6 +25,7 @@ from agent.referee.options import EvalOptions, GateOption
 from agent.referee.policy import TolerancePolicy
 from agent.referee.processes import (
     CandidateRun,
+    Exchange,
     JudgeProcess,
     Seeds,
     candidate_failure,
@@ -36,13 +37,15 @@ from agent.referee.results import (
     DeviceInfo,
     EvalResult,
     FailureReport,
+    PerformanceReport,
+    PolicyReport,
     PrecisionReport,
     SolutionRef,
     StageTimes,
     TaskRef,
-    Verdict,
 )
 from agent.tasks import Task, load_task
+from agent.verdicts import Verdict
 from agent.workspace import (
     EXTENSION_NAME,
     MODEL_ENTRY,
@@ -51,11 +54,19 @@ from agent.workspace import (
     Workspace,
     materialize,
 )
-from sandbox.base import Sandbox, open_sandbox
+from sandbox.base import ExecResult, Sandbox, open_sandbox
 from sandbox.paths import gpu_gate_dir
 from sandbox.workers import gpu_handoff, gpu_memory
 from sandbox.workers.gpu_gate import GpuGate, gate_files, gate_path, physical_gate_path
-from sandbox.workers.protocol import CandidateRecord, JudgeResult
+from sandbox.workers.protocol import (
+    CandidateRecord,
+    CandidateSpec,
+    JudgeResult,
+    JudgeSpec,
+    RefereeTask,
+    SolutionSpec,
+    SupervisedRecheck,
+)
 from sandbox.workers.timing import TIMING_VERSION, TimingConfig
 
 RECHECKS = 2  # timed calls whose outputs the judge rechecks
@@ -191,6 +202,15 @@ def timing_in_doubt(result: EvalResult) -> bool:
     return timed.other_streams_ms > assemble.NOISE_FLOOR * max(timed.median_ms - timed.other_streams_ms, 0.0)
 
 
+class _Stop(Exception):
+    """Ends one judging early with its verdict; the stage that raises it filled in the result."""
+
+    def __init__(self, verdict: Verdict, reason: str) -> None:
+        super().__init__(reason)
+        self.verdict: Verdict = verdict
+        self.reason = reason
+
+
 def _judge_compiled(
     task: Task,
     solution: Solution,
@@ -202,201 +222,334 @@ def _judge_compiled(
     started: float,
     whole_gpu: bool,
 ) -> tuple[EvalResult, bool]:
-    """One judging; also whether the GPU's memory was shared with other evaluations meanwhile."""
+    """One judging; also whether the GPU's memory was shared with other evaluations meanwhile.
+
+    Stages: the GPU share (gate and memory), the judge started, the candidate's run, the judge's,
+    the conclusion. Each hands the next what it found, or stops the judging with a verdict. The
+    total time is taken before the judge, the exchange folder and the memory claim are let go."""
     options = options or EvalOptions()
-    policy, trials, profile, device = options.policy, options.trials, options.profile, options.device
-    tolerances = options.tolerances()
-    compile_mode = options.baseline_compile_mode()
-    timing = options.timing or TimingConfig()
-    result = EvalResult(
+    result = _new_result(task, solution, compiled, options)
+    shared = False
+    with contextlib.ExitStack() as stack:
+        try:
+            if not compiled.ok:
+                raise _Stop("compile_error", compiled.feedback().splitlines()[0])
+            gpu = _judging_gpu(options.device)
+            share = stack.enter_context(gpu_share(options, sandbox, task, whole_gpu=whole_gpu))
+            shared, result.stage_times.memory_wait_s = share.shared, share.waited_s
+            share.ensure_held()
+            judging = Judging(
+                task, solution, compiled, options, sandbox, gpu, share, Seeds.fresh(options.trials)
+            )
+            exchange = open_exchange(solution, sandbox)
+            stack.callback(exchange.cleanup)
+            judge = _start_judge(judging, exchange)
+            stack.callback(judge.abandon)
+            candidate = _candidate_stage(judging, exchange, judge, result)
+            judged = _judge_stage(judging, exchange, judge, candidate, result, baseline_cache)
+            verdict, reason = _conclude(result, judging, candidate, judged)
+        except _Stop as stop:
+            verdict, reason = stop.verdict, stop.reason
+        result.verdict, result.reason = verdict, reason
+        result.stage_times.total_s = time.monotonic() - started
+        return result, shared
+
+
+def _new_result(task: Task, solution: Solution, compiled: CompileResult, options: EvalOptions) -> EvalResult:
+    """The result before any verdict: what was judged, and how."""
+    return EvalResult(
         task=TaskRef.of(task),
         solution=SolutionRef(
             kind=solution.kind,
             content_hash=compiled.content_hash,
             path=str(solution.source if isinstance(solution, SingleFileSolution) else solution.entry),
         ),
-        policy=policy,
+        policy=options.policy,
         precision=options.precision,
-        device_kind="cpu" if device == "cpu" else "cuda",
+        device_kind="cpu" if options.device == "cpu" else "cuda",
         verdict="referee_error",
         reason="",
         compile=compiled,
         stage_times=StageTimes(compile_s=compiled.duration_s),
     )
 
-    shared = False
 
-    def done(verdict: Verdict | str, reason: str) -> tuple[EvalResult, bool]:
-        result.verdict, result.reason = verdict, reason  # type: ignore[assignment]
-        result.stage_times.total_s = time.monotonic() - started
-        return result, shared
-
-    if not compiled.ok:
-        return done("compile_error", compiled.feedback().splitlines()[0])
+def _judging_gpu(device: str) -> DeviceInfo:
+    """The GPU the judging runs on (the CPU when `device` is cpu); stops it when there is none."""
     gpu = host_gpu() if device != "cpu" else DeviceInfo(name="cpu", torch=_torch_version())
     if gpu is None:
-        return done(
+        raise _Stop(
             "no_gpu",
             "compiled; verify and profile need a CUDA GPU and none is visible here "
             "(torch.cuda.is_available() is False)",
         )
-    gate = _gate_file(options.gpu_gate, sandbox, device)
-    memory = _claim_memory(gate, task, MEMORY_WAIT_S, whole_gpu=whole_gpu)
-    shared = memory is not None and memory.units < gpu_memory.UNITS
-    result.stage_times.memory_wait_s = memory.waited_s if memory is not None else 0.0
-    if memory is not None and not memory.held:
-        return done(
-            "referee_error",
-            f"waited {memory.waited_s:.0f}s for {memory.units} of {gpu_memory.UNITS} parts of the GPU's memory "
-            "(other evaluations held them): not the candidate's fault, evaluate it again",
-        )
-    seeds = Seeds.fresh(trials)
-    # Sandboxes show their processes the default gate folder only (a batch's --gpu-lock-dir elsewhere,
-    # under a private /tmp say, stays hidden): a gate outside it is held by the host.
-    sees_gate = sandbox.capabilities.sees_gpu_gates and gate is not None and _in_gate_dir(gate)
-    inner_gate, outer_gate = gate_holders(gate, sees_gates=sees_gate)
-    exchange = judge = None
-    try:
-        exchange = open_exchange(solution, sandbox)
-        handoff = gpu_handoff.listen(str(exchange.host_dir)) if device.startswith("cuda") else None
-        judge = JudgeProcess(
-            handoff=handoff,
-            device=device,
-            memory_fds=memory.fds if memory else None,
-            visible=[exchange.host_dir, *([Path(gate).parent] if gate else [])],
-        )
-        if memory is not None:
-            memory.release()  # the judge holds the claim now, and gives it back as it frees memory
-        spec = _task_spec(task, device, seeds, hidden_inputs=options.hidden_inputs) | {
-            "solution": _solution_spec(solution, compiled, sandbox),
-            "exchange_dir": exchange.box_dir,
-            "handoff_socket": f"{exchange.box_dir}/{gpu_handoff.SOCKET_NAME}"
-            if handoff is not None
-            else None,
-            "policy": policy,
-            "profile": profile,
-            "timing": timing.to_dict(),
-            "rechecks": RECHECKS,
-            "profile_calls": PROFILE_CALLS,
-            "gpu_gate": inner_gate,
-        }
-        env = {"TORCH_CUDA_ARCH_LIST": compiled.arch}  # what load_inline built for, so it does not rebuild
-        if solution.kind == "single_file":
-            env["TORCH_EXTENSIONS_DIR"] = compiled.build_dir
-        with _exclusive(outer_gate):
-            run = run_candidate(sandbox, spec, exchange, timeout=options.run_timeout_s, env=env)
-        if gate is not None and (run.result.timed_out or run.result.signal is not None):
-            # A killed candidate's kernels can outlive its process, and so its hold on the gate,
-            # until the driver tears its context down (seen on the H200: timings taken right
-            # after an endless kernel was killed ran 16x slow): keep the GPU a moment longer.
-            with _exclusive(gate):
-                time.sleep(GPU_TEARDOWN_GRACE_S)
-        result.stage_times.candidate_s = run.result.duration_s
-        result.stage_times.candidate_stages = _stage_durations(run.record, run.result.duration_s)
-        ungated = ungated_candidate(run.record, inner_gate)
-        if ungated:
-            judge.abandon()
-            return done("referee_error", ungated)
-        if run.record is None or not run.record.get("done"):
-            judge.abandon()
-            verdict, result.failure = candidate_failure(run, options.run_timeout_s)
-            return done(verdict, result.failure.message)
-        cand = run.record
-        rechecks, record_problems = assemble.supervised_rechecks(cand)
-        cand["rechecks"] = rechecks
-        seen = cand.get("device") or {}
-        result.device = gpu.model_copy(
-            update={"python": seen.get("python", ""), "allocator": str(seen.get("allocator", ""))}
-        )
+    return gpu
 
-        baselines = Baselines.plan(
-            baseline_cache or BaselineCache(),
-            task_sha256=task.sha256,
-            input_spec=task.spec.model_dump_json() if task.spec else "",
-            gpu=gpu.name,
-            torch=gpu.torch,
-            compile_mode=compile_mode,
-            timing=json.dumps({**timing.to_dict(), "version": TIMING_VERSION}, sort_keys=True),
-            refresh=options.refresh_baselines,
-            configured_bandwidth=options.bandwidth_gbps,
-            precision=options.precision,
-        )
-        judge_spec = _task_spec(task, device, seeds, hidden_inputs=options.hidden_inputs) | {
-            "exchange_dir": str(exchange.host_dir),
-            "trials": [{"index": t["index"], "file": t["file"]} for t in cand.get("trials", [])],
-            "rechecks": [{"index": r["index"], "seed": r["seed"], "file": r["file"]} for r in rechecks],
-            "tolerances": tolerances.for_worker(),
-            "timing": timing.to_dict(),
-            "gpu_gate": gate,
-            "precision": options.precision,
-        }
-        if profile:
-            judge_spec |= baselines.request(measure_bandwidth=device != "cpu")
-        judged, judge_exec = judge.run(judge_spec, timeout=options.judge_timeout_s)
-        result.stage_times.judge_s = judge_exec.duration_s
-        result.stage_times.judge_stages = _judge_stages(judged, judge_exec.duration_s)
-        if judged is None or not judged.get("ok"):
-            failure = (judged or {}).get("failure") or {}
-            why = failure.get("message") or judge_exec.describe_failure() or "it wrote no result"
-            result.failure = FailureReport(
-                stage="judge",
-                kind=failure.get("kind", "judge_failed"),
-                message=f"the referee's judge failed: {why}",
-                detail=failure.get("traceback") or stderr_tail(judge_exec.stderr),
-                returncode=judge_exec.returncode,
+
+@dataclass(frozen=True)
+class GpuShare:
+    """One evaluation's place on its GPU: the gate file (None: the caller keeps the GPU to itself)
+    and its claim on the GPU's memory (None without a gate), which the judge takes over."""
+
+    gate: str | None
+    memory: gpu_memory.MemoryClaim | None
+
+    @property
+    def shared(self) -> bool:
+        """Whether other evaluations may hold part of the GPU's memory meanwhile."""
+        return self.memory is not None and self.memory.units < gpu_memory.UNITS
+
+    @property
+    def waited_s(self) -> float:
+        return self.memory.waited_s if self.memory is not None else 0.0
+
+    def ensure_held(self) -> None:
+        """Stop the judging when the memory did not come in time."""
+        memory = self.memory
+        if memory is not None and not memory.held:
+            raise _Stop(
+                "referee_error",
+                f"waited {memory.waited_s:.0f}s for {memory.units} of {gpu_memory.UNITS} parts of the "
+                "GPU's memory (other evaluations held them): not the candidate's fault, evaluate it again",
             )
-            return done("referee_error", result.failure.message)
-        baselines.resolve(judged)
-        result.inputs_built_on = judged.get("inputs_built_on", "")
-        verdict, reason = _conclude(
-            result, cand, judged, run, tolerances, trials, baselines, solution, record_problems
-        )
-        return done(verdict, reason)
+
+    def holders(self, sandbox: Sandbox) -> tuple[str | None, str | None]:
+        """gate_holders for `sandbox`. Sandboxes show their processes the default gate folder only
+        (a batch's --gpu-lock-dir elsewhere, under a private /tmp say, stays hidden): a gate outside
+        it is held by the host."""
+        sees = sandbox.capabilities.sees_gpu_gates and self.gate is not None and _in_gate_dir(self.gate)
+        return gate_holders(self.gate, sees_gates=sees)
+
+
+@contextlib.contextmanager
+def gpu_share(options: EvalOptions, sandbox: Sandbox, task: Task, *, whole_gpu: bool) -> Iterator[GpuShare]:
+    """The evaluation's gate and its memory, waited for (MEMORY_WAIT_S at most, the whole GPU's
+    when `whole_gpu`); what the host still holds of the claim is given back on exit."""
+    gate = _gate_file(options.gpu_gate, sandbox, options.device)
+    memory = _claim_memory(gate, task, MEMORY_WAIT_S, whole_gpu=whole_gpu)
+    try:
+        yield GpuShare(gate, memory)
     finally:
-        if judge is not None:
-            judge.abandon()
-        if exchange is not None:
-            exchange.cleanup()
         if memory is not None:
             memory.release()  # when the judge never started
 
 
-def _conclude(
+@dataclass(frozen=True)
+class Judging:
+    """What every stage of one judging reads."""
+
+    task: Task
+    solution: Solution
+    compiled: CompileResult
+    options: EvalOptions
+    sandbox: Sandbox
+    gpu: DeviceInfo
+    share: GpuShare
+    seeds: Seeds
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.options.device.startswith("cuda")
+
+    @property
+    def tolerances(self) -> TolerancePolicy:
+        return self.options.tolerances()
+
+    @property
+    def timing(self) -> TimingConfig:
+        return self.options.timing or TimingConfig()
+
+
+def _start_judge(judging: Judging, exchange: Exchange) -> JudgeProcess:
+    """The judge, started before the candidate so that its `import torch` overlaps the candidate's
+    run; it takes the candidate's GPU outputs on the exchange folder's socket, and the memory claim."""
+    gate, memory = judging.share.gate, judging.share.memory
+    handoff = gpu_handoff.listen(str(exchange.host_dir)) if judging.on_gpu else None
+    judge = JudgeProcess(
+        handoff=handoff,
+        device=judging.options.device,
+        memory_fds=memory.fds if memory else None,
+        visible=[exchange.host_dir, *([Path(gate).parent] if gate else [])],
+    )
+    if memory is not None:
+        memory.release()  # the judge holds the claim now, and gives it back as it frees memory
+    return judge
+
+
+@dataclass(frozen=True)
+class CandidateOutcome:
+    """The candidate stage's hand-off: its run and its complete record, whose rechecks are now the
+    supervisor's (assemble.supervised_rechecks), and what the record got wrong about them."""
+
+    run: CandidateRun
+    record: CandidateRecord
+    rechecks: list[SupervisedRecheck]
+    problems: list[str]
+
+
+def _candidate_stage(
+    judging: Judging, exchange: Exchange, judge: JudgeProcess, result: EvalResult
+) -> CandidateOutcome:
+    """Run the candidate worker; stop the judging when its run cannot be judged."""
+    inner_gate, outer_gate = judging.share.holders(judging.sandbox)
+    run = _run_candidate(judging, exchange, inner_gate, outer_gate)
+    result.stage_times.candidate_s = run.result.duration_s
+    result.stage_times.candidate_stages = _stage_durations(run.record, run.result.duration_s)
+    ungated = ungated_candidate(run.record, inner_gate)
+    if ungated:
+        judge.abandon()
+        raise _Stop("referee_error", ungated)
+    if run.record is None or not run.record.get("done"):
+        judge.abandon()
+        verdict, result.failure = candidate_failure(run, judging.options.run_timeout_s)
+        raise _Stop(verdict, result.failure.message)
+    rechecks, problems = assemble.supervised_rechecks(run.record)
+    run.record["rechecks"] = rechecks
+    seen = run.record.get("device") or {}
+    result.device = judging.gpu.model_copy(
+        update={"python": seen.get("python", ""), "allocator": str(seen.get("allocator", ""))}
+    )
+    return CandidateOutcome(run, run.record, rechecks, problems)
+
+
+def _run_candidate(
+    judging: Judging, exchange: Exchange, inner_gate: str | None, outer_gate: str | None
+) -> CandidateRun:
+    """The candidate worker's run; the host holds `outer_gate` around it (a gate its sandbox cannot
+    see), and the GPU's gate a moment past a killed run."""
+    spec = _candidate_spec(judging, exchange, inner_gate)
+    # the arch load_inline built for, so that it does not rebuild
+    env = {"TORCH_CUDA_ARCH_LIST": judging.compiled.arch}
+    if judging.solution.kind == "single_file":
+        env["TORCH_EXTENSIONS_DIR"] = judging.compiled.build_dir
+    with _exclusive(outer_gate):
+        run = run_candidate(judging.sandbox, spec, exchange, timeout=judging.options.run_timeout_s, env=env)
+    if judging.share.gate is not None and (run.result.timed_out or run.result.signal is not None):
+        # A killed candidate's kernels can outlive its process, and so its hold on the gate,
+        # until the driver tears its context down (seen on the H200: timings taken right
+        # after an endless kernel was killed ran 16x slow): keep the GPU a moment longer.
+        with _exclusive(judging.share.gate):
+            time.sleep(GPU_TEARDOWN_GRACE_S)
+    return run
+
+
+@dataclass(frozen=True)
+class JudgeOutcome:
+    """The judge stage's hand-off: the judge's result and the baselines, resolved from it or the cache."""
+
+    result: JudgeResult
+    baselines: Baselines
+
+
+def _judge_stage(
+    judging: Judging,
+    exchange: Exchange,
+    judge: JudgeProcess,
+    candidate: CandidateOutcome,
     result: EvalResult,
-    cand: CandidateRecord,
-    judged: JudgeResult,
-    run: CandidateRun,
-    tolerances: TolerancePolicy,
-    trials: int,
-    baselines: Baselines,
-    solution: Solution,
-    record_problems: list[str],
-) -> tuple[str, str]:
-    if judged.get("state_checksum") != cand.get("state_checksum"):
+    baseline_cache: BaselineCache | None,
+) -> JudgeOutcome:
+    """Give the judge its spec now that the candidate exited; stop the judging when it failed."""
+    baselines = _plan_baselines(judging, baseline_cache)
+    spec: JudgeSpec = _judge_spec(judging, exchange, candidate)
+    if judging.options.profile:
+        spec = {**spec, **baselines.request(measure_bandwidth=judging.options.device != "cpu")}
+    judged, execution = judge.run(spec, timeout=judging.options.judge_timeout_s)
+    result.stage_times.judge_s = execution.duration_s
+    result.stage_times.judge_stages = _judge_stages(judged, execution.duration_s)
+    if judged is None or not judged.get("ok"):
+        result.failure = _judge_failure(judged, execution)
+        raise _Stop("referee_error", result.failure.message)
+    baselines.resolve(judged)
+    result.inputs_built_on = judged.get("inputs_built_on", "")
+    return JudgeOutcome(judged, baselines)
+
+
+def _plan_baselines(judging: Judging, cache: BaselineCache | None) -> Baselines:
+    task, gpu, options = judging.task, judging.gpu, judging.options
+    return Baselines.plan(
+        cache or BaselineCache(),
+        task_sha256=task.sha256,
+        input_spec=task.spec.model_dump_json() if task.spec else "",
+        gpu=gpu.name,
+        torch=gpu.torch,
+        compile_mode=options.baseline_compile_mode(),
+        timing=json.dumps({**judging.timing.to_dict(), "version": TIMING_VERSION}, sort_keys=True),
+        refresh=options.refresh_baselines,
+        configured_bandwidth=options.bandwidth_gbps,
+        precision=options.precision,
+    )
+
+
+def _judge_failure(judged: JudgeResult | None, execution: ExecResult) -> FailureReport:
+    """Why the judge gave no result: its own account of the failure, else how its process ended."""
+    failure = (judged or {}).get("failure") or {}
+    why = failure.get("message") or execution.describe_failure() or "it wrote no result"
+    return FailureReport(
+        stage="judge",
+        kind=failure.get("kind", "judge_failed"),
+        message=f"the referee's judge failed: {why}",
+        detail=failure.get("traceback") or stderr_tail(execution.stderr),
+        returncode=execution.returncode,
+    )
+
+
+def _conclude(
+    result: EvalResult, judging: Judging, candidate: CandidateOutcome, judged: JudgeOutcome
+) -> tuple[Verdict, str]:
+    """The verdict from both processes' accounts, with the reports it rests on filled in."""
+    record, seen = candidate.record, judged.result
+    if seen.get("state_checksum") != record.get("state_checksum"):
         return (
             "referee_error",
             "the task's Model is not rebuilt identically from a seed: its state differs between processes",
         )
-    if not judged.get("inputs_reproducible", True):
+    if not seen.get("inputs_reproducible", True):
         return (
             "referee_error",
             "the task's get_inputs() is not reproducible from a seed (randomness torch does not seed)",
         )
-    result.correctness = assemble.correctness_report(cand, judged, tolerances, trials)
-    if "precision" in judged:
-        result.precision_check = PrecisionReport.model_validate(judged["precision"])
-    result.policy_report = assemble.policy_report(result.policy, cand, forged_notes=run.notes)
-    tampered = assemble.tampered_inputs(cand, judged)
+    correctness = assemble.correctness_report(record, seen, judging.tolerances, judging.options.trials)
+    result.correctness = correctness
+    if "precision" in seen:
+        result.precision_check = PrecisionReport.model_validate(seen["precision"])
+    policy = _policy_report(result.policy, candidate, seen)
+    result.policy_report = policy
+    result.performance = _performance_report(result.policy, judging.solution, candidate, judged)
+    tampered = assemble.timing_tampered(result.performance.timing_check if result.performance else None)
+    policy.violations += candidate.problems + ([tampered] if tampered else [])
+    if not correctness.passed:
+        return "incorrect", assemble.first_problem(correctness)
+    if result.precision_check is not None and not result.precision_check.ok:
+        return "incorrect", result.precision_check.line
+    shortfall = assemble.poison_shortfall(record)
+    if shortfall:
+        return "referee_error", shortfall
+    if policy.violations:
+        return "policy_violation", policy.violations[0]
+    return "correct", assemble.correct_reason(correctness, result.performance) + _precision_words(result)
+
+
+def _policy_report(policy: str, candidate: CandidateOutcome, judged: JudgeResult) -> PolicyReport:
+    report = assemble.policy_report(policy, candidate.record, forged_notes=candidate.run.notes)
+    tampered = assemble.tampered_inputs(candidate.record, judged)
     if tampered:
-        result.policy_report.violations.insert(
+        report.violations.insert(
             0,
             f"the inputs generated in the candidate process differ from the seeded inputs (trials {tampered}): "
             "something in the candidate changed how inputs are made",
         )
-    first = (judged.get("trials") or [{}])[0]
+    return report
+
+
+def _performance_report(
+    policy: str, solution: Solution, candidate: CandidateOutcome, judged: JudgeOutcome
+) -> PerformanceReport | None:
+    first = (judged.result.get("trials") or [{}])[0]
     moved = (first.get("input_bytes") or 0) + (first.get("output_bytes") or 0)
-    result.performance = assemble.performance_report(
-        cand,
+    baselines = judged.baselines
+    return assemble.performance_report(
+        candidate.record,
         eager=baselines.stats.get("eager"),
         compiled=baselines.stats.get("compile"),
         compile_mode=baselines.compile_mode,
@@ -405,21 +558,7 @@ def _conclude(
         bytes_moved=moved or None,
         bandwidth_gbps=baselines.bandwidth,
         bandwidth_source=baselines.bandwidth_source,
-        policy=result.policy,
-    )
-    tampered = assemble.timing_tampered(result.performance.timing_check if result.performance else None)
-    result.policy_report.violations += record_problems + ([tampered] if tampered else [])
-    if not result.correctness.passed:
-        return "incorrect", assemble.first_problem(result.correctness)
-    if result.precision_check is not None and not result.precision_check.ok:
-        return "incorrect", result.precision_check.line
-    shortfall = assemble.poison_shortfall(cand)
-    if shortfall:
-        return "referee_error", shortfall
-    if result.policy_report.violations:
-        return "policy_violation", result.policy_report.violations[0]
-    return "correct", assemble.correct_reason(result.correctness, result.performance) + _precision_words(
-        result
+        policy=policy,
     )
 
 
@@ -545,19 +684,49 @@ def _exclusive(path: str | None) -> Iterator[None]:
         yield
 
 
-def _task_spec(task: Task, device: str, seeds: Seeds, *, hidden_inputs: bool = True) -> dict[str, Any]:
+def _referee_task(judging: Judging) -> RefereeTask:
+    seeds = judging.seeds
     return {
-        "device": device,
-        "task_source": task.source,
-        "task_filename": str(task.path),
+        "device": judging.options.device,
+        "task_source": judging.task.source,
+        "task_filename": str(judging.task.path),
         "init_seed": seeds.init,
         "state_seed": seeds.state,
         "trial_seeds": seeds.trials,
-        "hidden_probe_seed": seeds.probe if hidden_inputs else None,
+        "hidden_probe_seed": seeds.probe if judging.options.hidden_inputs else None,
     }
 
 
-def _solution_spec(solution: Solution, compiled: CompileResult, sandbox: Sandbox) -> dict[str, Any]:
+def _candidate_spec(judging: Judging, exchange: Exchange, inner_gate: str | None) -> CandidateSpec:
+    options = judging.options
+    return {
+        **_referee_task(judging),
+        "solution": _solution_spec(judging.solution, judging.compiled, judging.sandbox),
+        "exchange_dir": exchange.box_dir,
+        "handoff_socket": f"{exchange.box_dir}/{gpu_handoff.SOCKET_NAME}" if judging.on_gpu else None,
+        "policy": options.policy,
+        "profile": options.profile,
+        "timing": judging.timing.to_dict(),
+        "rechecks": RECHECKS,
+        "profile_calls": PROFILE_CALLS,
+        "gpu_gate": inner_gate,
+    }
+
+
+def _judge_spec(judging: Judging, exchange: Exchange, candidate: CandidateOutcome) -> JudgeSpec:
+    return {
+        **_referee_task(judging),
+        "exchange_dir": str(exchange.host_dir),
+        "trials": [{"index": t["index"], "file": t["file"]} for t in candidate.record.get("trials", [])],
+        "rechecks": [{"index": r["index"], "seed": r["seed"], "file": r["file"]} for r in candidate.rechecks],
+        "tolerances": judging.tolerances.for_worker(),
+        "timing": judging.timing.to_dict(),
+        "gpu_gate": judging.share.gate,
+        "precision": judging.options.precision,
+    }
+
+
+def _solution_spec(solution: Solution, compiled: CompileResult, sandbox: Sandbox) -> SolutionSpec:
     entry = f"{sandbox.workspace_path}/{solution.entry.relative_to(solution.root).as_posix()}"
     if isinstance(solution, Workspace):
         return {

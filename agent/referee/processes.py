@@ -28,10 +28,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from agent.paths import cache_dir
 from agent.referee.results import FailureReport
+from agent.verdicts import Verdict
 from agent.workspace import Solution
 from sandbox.base import WORKERS_DIR, ExecResult, Sandbox
 from sandbox.confine import confined, worker_env
@@ -117,14 +118,14 @@ class CandidateRun:
 
 def run_candidate(
     sandbox: Sandbox,
-    spec: CandidateSpec | dict[str, Any],  # evaluate.judge_compiled builds it as a plain dict
+    spec: CandidateSpec,
     exchange: Exchange,
     *,
     timeout: float,
     env: dict[str, str],
 ) -> CandidateRun:
     key = secrets.token_bytes(32)
-    request: CandidateRequest = {**cast("CandidateSpec", spec), "key": key.hex(), "run_id": exchange.run_id}
+    request: CandidateRequest = {**spec, "key": key.hex(), "run_id": exchange.run_id}
     stdin = json.dumps(request).encode()
     result = sandbox.exec(
         sandbox.python_command(sandbox.worker("candidate.py")), timeout=timeout, env=env, stdin=stdin
@@ -239,12 +240,7 @@ class JudgeProcess:
             if handoff is not None:
                 handoff.close()
 
-    def run(
-        self,
-        spec: JudgeSpec | dict[str, Any],  # evaluate.judge_compiled builds it as a plain dict
-        *,
-        timeout: float,
-    ) -> tuple[JudgeResult | None, ExecResult]:
+    def run(self, spec: JudgeSpec, *, timeout: float) -> tuple[JudgeResult | None, ExecResult]:
         start = time.monotonic()
         timed_out = False
         try:
@@ -280,7 +276,7 @@ def stderr_tail(text: str, lines: int = 25) -> str:
     return "\n".join(kept[-lines:])
 
 
-def candidate_failure(run: CandidateRun, timeout: float) -> tuple[str, FailureReport]:
+def candidate_failure(run: CandidateRun, timeout: float) -> tuple[Verdict, FailureReport]:
     """(verdict, failure) for a candidate worker that left no complete record."""
     r, stage = run.result, run.last_stage
     detail = stderr_tail(r.stderr)
@@ -288,11 +284,12 @@ def candidate_failure(run: CandidateRun, timeout: float) -> tuple[str, FailureRe
     if failure:
         kind = failure.get("kind", "exception")
         where = failure.get("stage", stage)
-        verdict = {
+        verdicts: dict[str, Verdict] = {
             "input_tampering": "policy_violation",
             "no_gpu": "no_gpu",
             "referee_capacity": "referee_error",  # the task is too large for where it is judged
-        }.get(kind, "runtime_error")
+        }
+        verdict = verdicts.get(kind, "runtime_error")
         report = FailureReport(
             stage=where,
             kind=kind,

@@ -8,20 +8,10 @@ from pydantic import BaseModel, Field
 
 from agent.build.compile import CompileResult
 from agent.referee.policy import TolerancePolicy
+from agent.verdicts import Verdict
 
 if TYPE_CHECKING:
     from agent.tasks import Task
-
-Verdict = Literal[
-    "correct",
-    "incorrect",
-    "policy_violation",
-    "compile_error",
-    "runtime_error",
-    "timeout",
-    "no_gpu",
-    "referee_error",
-]
 
 
 class TaskRef(BaseModel):

@@ -35,6 +35,7 @@ from agent.templates.graph import OpGraph, TraceError, trace_task
 from agent.templates.plan import NotCovered
 from agent.templates.recognize import recognize
 from sandbox.base import Sandbox
+from sandbox.workers.protocol import JudgeSpec
 
 NO_GPU = "not measured here (no GPU)"
 BASELINE_TIMEOUT_S = 900.0
@@ -159,7 +160,7 @@ def measure_baselines(
     if wanted["eager"] or wanted["compile_mode"] or request["measure_bandwidth"]:
         gate = _gate_file(options.gpu_gate, sandbox, options.device)
         seeds = Seeds.fresh(1)
-        spec = {
+        spec: JudgeSpec = {
             "device": options.device,
             "task_source": task.source,
             "task_filename": str(task.path),

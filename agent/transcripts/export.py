@@ -23,9 +23,12 @@ from agent.transcripts.format import (
     ToolResultEvent,
     Transcript,
 )
+from agent.verdicts import Verdict
 
 ExportFormat = Literal["openai-chat", "rl-steps"]
-FAILURE_VERDICTS = frozenset({"compile_error", "runtime_error", "timeout", "policy_violation"})
+FAILURE_VERDICTS: frozenset[Verdict] = frozenset(
+    {"compile_error", "runtime_error", "timeout", "policy_violation"}
+)
 
 
 class ExportFilter(BaseModel):
@@ -37,13 +40,13 @@ class ExportFilter(BaseModel):
 class RunOutcome(BaseModel):
     """The run's final solution as the referee judged it: the best verified one, else the last verdict."""
 
-    verdict: str | None = None
+    verdict: Verdict | None = None
     speedup: float | None = None
     reward: float | None = None
     faster: bool = False
 
 
-def reward(verdict: str, result: dict[str, Any]) -> float | None:
+def reward(verdict: Verdict, result: dict[str, Any]) -> float | None:
     """-1 failure (compile, runtime, timeout, policy violation); 0 incorrect; 1 correct; 2 correct and
     faster than eager beyond noise; 3 also faster than torch.compile beyond noise. None when the
     referee could not judge (no_gpu, referee_error): not a signal about the model."""

@@ -21,6 +21,7 @@ from agent.budget import BudgetLimits, BudgetUsage
 from agent.messages import Message, ModelResponse, ToolCall, ToolSpec
 from agent.stops import RunStatus
 from agent.transcripts.compact import COMPACTION, Compactor
+from agent.verdicts import Verdict
 
 FORMAT: Literal["kernel-agent-transcript"] = "kernel-agent-transcript"
 VERSION = 1
@@ -106,7 +107,7 @@ class EvaluationEvent(_Event):
     type: Literal["evaluation"] = "evaluation"
     source: str = Field(description="verify | profile | submit")
     content_hash: str
-    verdict: str
+    verdict: Verdict
     reason: str
     speedup: float | None = Field(default=None, description="vs the primary baseline")
     baseline: str
@@ -140,7 +141,7 @@ class CandidateRef(_Record):
     content_hash: str
     turn: int
     source: str
-    verdict: str
+    verdict: Verdict
     speedup: float | None = None
 
 
