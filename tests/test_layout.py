@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 MAX_TOP_LEVEL_MODULES = 10
@@ -27,6 +29,7 @@ def test_import_layers_hold() -> None:
     assert "0 broken" in proc.stdout
 
 
+@pytest.mark.slow
 def test_pyright_basic_is_clean_on_agent_and_sandbox() -> None:
     """Against the interpreter running the tests, so an unactivated venv checks the same packages."""
     proc = _run("pyright", "--pythonpath", sys.executable)

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from agent.tasks import load_folder, load_task
 
 # 2**40 float32 elements: 4 TiB. Only the meta device can "build" this.
@@ -76,6 +78,7 @@ print(json.dumps({"built_on": spec.built_on, "input": [x.kind, x.shape, x.dtype,
 """
 
 
+@pytest.mark.slow
 def test_huge_inputs_are_described_without_being_built(tmp_path: Path) -> None:
     path = write(tmp_path / "level1", "1_Huge.py", HUGE)
     done = subprocess.run(
@@ -88,6 +91,7 @@ def test_huge_inputs_are_described_without_being_built(tmp_path: Path) -> None:
     assert 0 < seen["peak_kib"] < 2 * 1024 * 1024, f"the inspector's peak RSS was {seen['peak_kib']} KiB"
 
 
+@pytest.mark.slow
 def test_a_task_that_needs_values_is_built_on_the_cpu_and_says_so(tmp_path: Path) -> None:
     task = load_task(write(tmp_path / "level1", "2_Values.py", NEEDS_VALUES))
     assert task.spec is not None
@@ -95,6 +99,7 @@ def test_a_task_that_needs_values_is_built_on_the_cpu_and_says_so(tmp_path: Path
     assert task.spec.inputs[0].shape == [3, 5]
 
 
+@pytest.mark.slow
 def test_a_folder_is_inspected_in_one_worker(tmp_path: Path) -> None:
     folder = tmp_path / "level1"
     for i in range(6):
@@ -125,6 +130,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow
 def test_outputs_are_described_from_a_call_on_meta(tmp_path: Path) -> None:
     task = load_task(write(tmp_path, "row_max.py", ROW_MAX))
     assert task.spec is not None and task.spec.built_on == "meta"

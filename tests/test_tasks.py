@@ -141,6 +141,7 @@ def test_hash_changes_with_content_and_not_with_location(tmp_path: Path) -> None
     assert a.sha256 == b.sha256 != c.sha256
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("source", "problem"),
     [
@@ -176,6 +177,7 @@ def test_non_python_files_are_rejected(tmp_path: Path) -> None:
         parse_task(text)
 
 
+@pytest.mark.slow
 def test_a_crashing_task_does_not_cost_the_others_their_spec(tmp_path: Path) -> None:
     write(tmp_path, "level1/1_Good.py", LEVEL1)
     write(tmp_path, "level1/2_Exits.py", "import os\nos._exit(3)\n" + LEVEL1)
@@ -185,6 +187,7 @@ def test_a_crashing_task_does_not_cost_the_others_their_spec(tmp_path: Path) -> 
     assert "crashed the worker" in errors[0].problem
 
 
+@pytest.mark.slow
 def test_tasks_cannot_change_each_others_globals(tmp_path: Path) -> None:
     # The second file reads a global the first one sets at import: it must not see it.
     write(tmp_path, "level1/1_Sets.py", "import builtins\nbuiltins.LEAK = 1\n" + LEVEL1)
@@ -202,6 +205,7 @@ def test_discovery_order_is_level_then_problem_id(tmp_path: Path) -> None:
     assert [p.name for p in discover_task_files(tmp_path)] == ["2_A.py", "10_B.py", "3_C.py"]
 
 
+@pytest.mark.slow
 def test_cli_lists_tasks_and_reports_errors_without_traceback(tmp_path: Path) -> None:
     write(tmp_path, "level1/23_Softmax.py", LEVEL1)
     write(tmp_path, "level1/24_Broken.py", "def (:\n")

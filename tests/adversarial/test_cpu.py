@@ -210,6 +210,7 @@ def _expectation(cand: Candidate) -> tuple[set[str], str | None, str]:
     return verdicts, e["cpu_flag"] if "cpu_flag" in e else e.get("flag"), e["catch"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cand", CPU_CANDIDATES, ids=_ids(CPU_CANDIDATES))
 def test_cpu_candidate_gets_its_verdict(cand: Candidate, tmp_path: Path) -> None:
     verdicts, flag, catch = _expectation(cand)

@@ -54,6 +54,7 @@ def _row(brief: str, name: str) -> str:
     return next(line for line in brief.splitlines() if line.startswith(f"- {name} "))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "outputs", "matmul_flops"),
     [
@@ -190,6 +191,7 @@ def library_context(
     return make
 
 
+@pytest.mark.slow
 def test_start_from_template_writes_the_librarys_workspace(
     library_context: Callable[[Path], ToolContext],
 ) -> None:
@@ -205,6 +207,7 @@ def test_start_from_template_writes_the_librarys_workspace(
     assert "wrote the template library's start" in reply.text
 
 
+@pytest.mark.slow
 def test_start_from_template_names_what_an_uncovered_task_lacks(
     library_context: Callable[[Path], ToolContext],
 ) -> None:
@@ -216,6 +219,7 @@ def test_start_from_template_names_what_an_uncovered_task_lacks(
     assert after == before
 
 
+@pytest.mark.slow
 def test_baselines_are_timed_by_the_judge_once_then_read_from_the_cache(tmp_path: Path) -> None:
     from agent.referee.baselines import BaselineCache
     from agent.run.brief import measure_baselines

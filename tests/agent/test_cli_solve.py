@@ -75,6 +75,7 @@ def test_bad_flags_are_named(tmp_path: Path, args: list[str], complaint: str) ->
     assert complaint in " ".join(output.split())
 
 
+@pytest.mark.slow
 def test_without_a_gpu_it_says_so_before_spending_tokens(tmp_path: Path, wire_server: WireServer) -> None:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(
@@ -116,6 +117,7 @@ def tool_calls_reply(*calls: tuple[str, dict]) -> Reply:
     )
 
 
+@pytest.mark.slow
 def test_a_run_against_a_local_openai_compatible_server_produces_the_output_folder(
     tmp_path: Path, wire_server: WireServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -167,6 +169,7 @@ def test_a_run_against_a_local_openai_compatible_server_produces_the_output_fold
     assert responses[0].response.raw_response["model"] == "local-coder"
 
 
+@pytest.mark.slow
 def test_replaying_a_recorded_transcript_from_the_command_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relu_task
 ) -> None:

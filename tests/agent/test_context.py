@@ -109,6 +109,7 @@ def _tools(out: Path) -> list:
     return load_transcript(out / "transcript.jsonl").header.tools
 
 
+@pytest.mark.slow
 def test_every_request_of_a_100_turn_run_stays_under_the_ceiling(hundred_turns, tmp_path, relu_task) -> None:
     out, model = hundred_turns
     tools = _tools(out)
@@ -166,6 +167,7 @@ def test_requests_keep_their_prefix_except_at_an_elision(hundred_turns) -> None:
     assert len(elided_at) <= 100 // 4 + 1
 
 
+@pytest.mark.slow
 def test_the_transcript_rebuilds_the_requests_and_a_replay_sends_the_same(hundred_turns, tmp_path) -> None:
     out, model = hundred_turns
     recorded = load_transcript(out / "transcript.jsonl")
@@ -278,6 +280,7 @@ def test_the_default_run_has_a_ceiling() -> None:
     assert 0 < config.context_tokens <= 100_000 and config.context_keep_turns == 4
 
 
+@pytest.mark.slow
 def test_the_context_tokens_flag_sets_the_runs_ceiling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relu_task: Task
 ) -> None:

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from agent.transcripts.format import EvaluationEvent, ModelRequestEvent, ToolCallEvent, ToolResultEvent
 from agent.transcripts.reader import read_transcript
 from tests.agent.conftest import REPO
@@ -32,6 +34,7 @@ run_solve(out, [write_turn(), tool_call_turn("verify"), hang], parse_task(RELU_T
 """
 
 
+@pytest.mark.slow
 def test_transcript_of_a_killed_run_is_intact_up_to_the_kill(tmp_path: Path) -> None:
     out, marker = tmp_path / "out", tmp_path / "hanging"
     proc = subprocess.Popen(

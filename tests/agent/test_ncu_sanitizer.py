@@ -221,6 +221,7 @@ def test_the_tools_are_offered_only_where_installed(monkeypatch: pytest.MonkeyPa
     assert {"ncu", "sanitize"} <= set(names) and names[-1] == "shell"
 
 
+@pytest.mark.slow
 def test_the_run_worker_reports_a_missing_gpu() -> None:
     done = subprocess.run(
         [sys.executable, "-I", str(REPO / "sandbox" / "workers" / "ncu_run.py"), "{}"],
@@ -233,6 +234,7 @@ def test_the_run_worker_reports_a_missing_gpu() -> None:
     assert record == {"ok": False, "kind": "no_gpu", "message": "CUDA is not available in the sandbox"}
 
 
+@pytest.mark.slow
 def test_a_sandbox_without_a_gpu_is_refused_after_the_build(
     make_context: MakeContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -62,6 +62,7 @@ def run_until_waiting(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
     return proc, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_signal_ends_the_run_with_its_summary_written(tmp_path: Path, signum: signal.Signals) -> None:
     proc, out = run_until_waiting(tmp_path)

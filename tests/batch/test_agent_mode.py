@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agent.batch.agent_runs import solve_runner
 from agent.batch.config import WorkItem
 from agent.batch.executors.local import LocalEvaluator
@@ -30,6 +32,7 @@ def session(spec: dict[str, object]) -> ScriptedModel:
     )
 
 
+@pytest.mark.slow
 def test_agent_solve_runs_under_the_batch(tmp_path: Path, evaluator: LocalEvaluator) -> None:
     tasks = make_tasks(tmp_path / "tasks", {1: ["1_A", "2_B"]})
     specs = {"1_A": {"speedup_eager": 1.6, "speedup_compile": 1.2}, "2_B": {"speedup_eager": 0.8}}

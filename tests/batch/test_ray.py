@@ -23,6 +23,8 @@ from tests.batch.helpers import (
     read_log,
 )
 
+pytestmark = pytest.mark.slow
+
 ray = pytest.importorskip(
     "ray", reason="ray is not installed: pip install 'kernel-agent[ray]' to run the Ray tests"
 )

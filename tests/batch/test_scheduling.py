@@ -40,6 +40,7 @@ def overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return a["start"] < b["end"] and b["start"] < a["end"]
 
 
+@pytest.mark.slow
 def test_evaluations_share_each_gpu_but_their_timings_never_overlap(
     tmp_path: Path, evaluator: LocalEvaluator
 ) -> None:
@@ -113,6 +114,7 @@ def test_the_pool_spreads_over_gpus_and_never_exceeds_its_slots() -> None:
     assert GpuPool([], slots_per_gpu=4).slots_per_gpu == 1  # no GPU: CPU-device judging never overlaps
 
 
+@pytest.mark.slow
 def test_two_batches_on_one_machine_never_time_at_once(tmp_path: Path, evaluator: LocalEvaluator) -> None:
     """A second batch (its own evaluator and workers, the same gate folder) on GPU 0, beside one on
     GPUs 0 and 1: the timed sections on GPU 0 of both exclude each other."""
@@ -155,6 +157,7 @@ def test_two_batches_on_one_machine_never_time_at_once(tmp_path: Path, evaluator
     assert_timings_exclusive(first + second)
 
 
+@pytest.mark.slow
 def test_docker_shares_a_gpu_like_local_and_the_referee_gets_the_gate(tmp_path: Path) -> None:
     """Docker containers see the gate folder (mounted read-only: tests/sandbox/test_docker_gpu.py),
     so a GPU gets its --evals-per-gpu slots as with the local sandbox, and timings stay exclusive."""
@@ -181,6 +184,7 @@ def test_docker_shares_a_gpu_like_local_and_the_referee_gets_the_gate(tmp_path: 
     assert_timings_exclusive(entries)
 
 
+@pytest.mark.slow
 def test_failures_are_recorded_and_the_batch_goes_on(tmp_path: Path, evaluator: LocalEvaluator) -> None:
     specs = {
         "1_Raise": {"crash": "raise"},
@@ -223,6 +227,7 @@ def scripted(text: str, *extra: Any, tokens: int = 1000, usd: float = 0.25) -> S
     )
 
 
+@pytest.mark.slow
 def test_agent_mode_with_the_scripted_model(tmp_path: Path, evaluator: LocalEvaluator) -> None:
     tasks = make_tasks(tmp_path / "tasks", {1: ["1_A", "2_B"], 2: ["1_C"]})
     log = tmp_path / "log.jsonl"

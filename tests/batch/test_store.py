@@ -162,6 +162,7 @@ def writer_main(tmp: Path, go: Path, name: str) -> None:
                 store.finish_attempt(claim.attempt_id, done(item))
 
 
+@pytest.mark.slow
 def test_two_writer_processes_share_a_store_without_corruption(tmp_path: Path) -> None:
     go = tmp_path / "go"
     procs = [
@@ -187,6 +188,7 @@ def test_two_writer_processes_share_a_store_without_corruption(tmp_path: Path) -
         assert len(store.runs()) == 2
 
 
+@pytest.mark.slow
 def test_kill_minus_9_mid_batch_then_resume_finishes_only_the_rest(tmp_path: Path) -> None:
     names = [f"{i}_T{i}" for i in range(1, 9)]
     tasks = make_tasks(tmp_path / "tasks", {1: names})

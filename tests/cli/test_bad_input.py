@@ -504,7 +504,55 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+# Cases whose command imports torch or starts a sandbox (seconds each, not a fraction of one): the
+# slow lane runs them, the fast lane the rest.
+SLOW_CASES = {
+    "batch-budget-unreadable",
+    "batch-compile-workers-negative",
+    "batch-concurrency-negative",
+    "batch-context-tokens-too-small",
+    "batch-context-tokens-word",
+    "batch-corrupt-store",
+    "batch-empty-solutions",
+    "batch-empty-tasks",
+    "batch-gpus-not-ids",
+    "batch-inspect-timeout-negative",
+    "batch-missing-solutions",
+    "batch-missing-tasks",
+    "batch-out-in-proc",
+    "batch-ray-without-gpu-node",
+    "batch-request-timeout-nan",
+    "batch-request-timeout-negative",
+    "batch-request-timeout-zero",
+    "batch-store-not-sqlite",
+    "batch-unknown-sandbox",
+    "export-tasks-out-in-proc",
+    "replay-final-only-no-gpu",
+    "replay-missing",
+    "replay-no-gpu",
+    "replay-out-in-proc",
+    "report-corrupt-file",
+    "report-empty-file",
+    "report-missing-store",
+    "report-not-sqlite",
+    "report-other-sqlite",
+    "report-out-in-proc",
+    "report-out-missing-parent",
+    "report-truncated-file",
+    "report-unknown-batch",
+    "solve-context-tokens-negative",
+    "solve-context-tokens-too-small",
+    "solve-context-tokens-word",
+    "solve-docker-refused-leaves-no-folder",
+    "solve-out-in-proc",
+    "tasks-get-inputs-sleeps",
+    "tasks-init-inputs-not-a-list",
+}
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, id=c.id, marks=[pytest.mark.slow] if c.id in SLOW_CASES else []) for c in CASES]
+)
 def test_bad_input(case: Case, tmp_path: Path) -> None:
     check(case, tmp_path)
 
@@ -512,6 +560,7 @@ def test_bad_input(case: Case, tmp_path: Path) -> None:
 def test_the_table_covers_at_least_forty_cases() -> None:
     assert len(CASES) >= 40
     assert len({c.id for c in CASES}) == len(CASES)
+    assert {c.id for c in CASES} >= SLOW_CASES
 
 
 def test_export_of_a_cut_off_run_says_so(tmp_path: Path) -> None:

@@ -51,6 +51,7 @@ def store_held_by_a_batch(tmp_path: Path):
         holder.wait()
 
 
+@pytest.mark.slow
 def test_a_locked_store_waits_with_a_message_then_says_who_holds_it(
     store_held_by_a_batch: tuple[Path, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -102,6 +103,7 @@ def test_a_store_leaves_no_writer_record_after_its_writes(tmp_path: Path) -> Non
 # -- task files Python runs -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_task_with_a_byte_order_mark_loads_as_python_runs_it(tmp_path: Path) -> None:
     from agent.tasks import parse_task
 
@@ -227,6 +229,7 @@ def test_a_failed_build_prints_each_error_once(tmp_path: Path) -> None:
     assert proc.stderr.strip() == f"error: the build failed: 1 error at {solution}/model_new.py:3:16 (above)"
 
 
+@pytest.mark.slow
 def test_a_run_whose_sandbox_is_refused_leaves_no_output_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from agent.batch.report import build_reports, print_report
@@ -42,6 +43,7 @@ def test_wide_keeps_every_column(tmp_path: Path) -> None:
     assert "fast_1.05 compile" in text and "per solved: tokens / usd / gpu_s" in text
 
 
+@pytest.mark.slow
 def test_agent_report_command_at_80_columns(tmp_path: Path) -> None:
     store = fill_store(tmp_path)
     env = {**os.environ, "COLUMNS": "80", "CUDA_VISIBLE_DEVICES": ""}

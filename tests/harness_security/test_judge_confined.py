@@ -59,6 +59,7 @@ def get_init_inputs():
 """
 
 
+@pytest.mark.slow
 def test_a_hostile_task_in_the_judge_reaches_no_key_file_or_port(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listener: socket.socket
 ) -> None:

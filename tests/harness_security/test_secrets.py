@@ -63,6 +63,7 @@ def _files_holding(root: Path, needle: bytes) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_no_key_reaches_the_model_the_output_or_a_replay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

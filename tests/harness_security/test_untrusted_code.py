@@ -144,6 +144,7 @@ def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_hostile_task_files_are_inspected_in_the_sandbox(
     tmp_path: Path,
@@ -276,6 +277,7 @@ def test_without_bwrap_commands_refuse_with_one_line(
     assert not (tmp_path / "kernel-agent-cache").exists(), "the refused command wrote harness state"
 
 
+@pytest.mark.slow
 def test_unsandboxed_runs_without_bwrap_and_says_so(
     user_files: Path, path_without_bwrap: str, tmp_path: Path
 ) -> None:

@@ -124,6 +124,7 @@ def test_without_a_time_limit_a_hanging_server_is_cut_by_the_request_timeout(ser
     assert time.monotonic() - started < 2.0
 
 
+@pytest.mark.slow
 def test_the_request_timeout_flag_applies_to_agent_solve(server: WireServer, tmp_path: Path) -> None:
     server.script(HANG, HANG, Reply(body=openai_completion(content="thinking")))
     out = tmp_path / "out"

@@ -13,6 +13,7 @@ from agent.cli.eval import EXIT_NO_GPU, EXIT_USAGE, eval_app
 from tests.referee.conftest import TASKS, copy_candidate
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the no-GPU path; a GPU is visible here")
 def test_without_a_gpu_compile_runs_and_the_exit_status_says_no_gpu(tmp_path: Path) -> None:
     solution = copy_candidate("relu_numpy", tmp_path)

@@ -16,6 +16,8 @@ from sandbox.workers.candidate_child import WAIT_TO_RUN
 from sandbox.workers.gpu_gate import GpuGate, gate_files
 from tests.referee.conftest import PYTHON_CANDIDATES, JudgeCpu
 
+pytestmark = pytest.mark.slow
+
 
 def test_honest_candidate_is_correct_and_timed(judge_cpu: JudgeCpu) -> None:
     result = judge_cpu("relu_small", "relu_numpy")

@@ -66,6 +66,7 @@ def test_a_waiting_writer_is_not_starved_by_later_readers(tmp_path: Path) -> Non
     assert got["w"][2] <= got["late"][1] + 1e-3, got  # the late reader queued behind the writer
 
 
+@pytest.mark.slow
 def test_writers_queued_behind_a_timing_go_before_readers_that_came_first(tmp_path: Path) -> None:
     """A reader that comes while one writer times waits for every writer queued meanwhile: the
     writers run back to back, so the readers' holds are drained once for all of them."""

@@ -11,6 +11,8 @@ from agent.referee.processes import Seeds
 from sandbox.workers.hidden_inputs import TRIAL_TRANSFORMS, draw
 from tests.referee.conftest import JudgeCpu
 
+pytestmark = pytest.mark.slow
+
 
 def seed_drawing(transform: str, allowed: tuple[str, ...] = TRIAL_TRANSFORMS) -> int:
     """A trial seed whose hidden draw is `transform`."""

@@ -32,6 +32,7 @@ def exclusive_now(path: str) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_the_gate_is_free_while_compiling_and_held_when_the_compiled_code_runs(tmp_path: Path) -> None:
     path = str(tmp_path / "gpu-0.lock")
     seen: dict[str, object] = {}

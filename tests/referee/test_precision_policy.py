@@ -110,6 +110,7 @@ def test_under_match_the_baselines_are_timed_at_the_measured_precision_and_cache
 # -- the judge, end to end on the CPU ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_honest_fp32_candidate_is_measured_fp32_and_passes(judge_cpu: JudgeCpu) -> None:
     result = judge_cpu("matmul_long_k", "matmul_numpy", trials=1)
     assert result.verdict == "correct", result.feedback()
@@ -120,6 +121,7 @@ def test_an_honest_fp32_candidate_is_measured_fp32_and_passes(judge_cpu: JudgeCp
     assert "precision (fp32): error" in result.feedback()
 
 
+@pytest.mark.slow
 def test_a_tf32_gemm_within_the_fp32_tolerance_is_rejected_under_fp32(judge_cpu: JudgeCpu) -> None:
     result = judge_cpu("matmul_long_k", "matmul_tf32_operands", trials=1, profile=False)
     assert result.verdict == "incorrect", result.feedback()
@@ -128,6 +130,7 @@ def test_a_tf32_gemm_within_the_fp32_tolerance_is_rejected_under_fp32(judge_cpu:
     assert result.reason.endswith("allowed: FP32")
 
 
+@pytest.mark.slow
 def test_a_tf32_gemm_passes_under_tf32_against_tf32_baselines(judge_cpu: JudgeCpu) -> None:
     result = judge_cpu("matmul_long_k", "matmul_tf32_operands", trials=1, precision="tf32")
     assert result.verdict == "correct", result.feedback()
@@ -136,6 +139,7 @@ def test_a_tf32_gemm_passes_under_tf32_against_tf32_baselines(judge_cpu: JudgeCp
     assert result.performance is not None and result.performance.eager is not None
 
 
+@pytest.mark.slow
 def test_bf16_is_rejected_under_fp16_and_under_match_timed_against_bf16(judge_cpu: JudgeCpu) -> None:
     fp16 = judge_cpu("matmul_long_k", "matmul_bf16", trials=1, precision="fp16", profile=False)
     assert fp16.verdict == "incorrect", fp16.feedback()

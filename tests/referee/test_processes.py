@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from agent.referee.processes import JudgeProcess, Seeds, open_exchange, read_record, stderr_tail
 from agent.workspace import SingleFileSolution
 from sandbox.base import open_sandbox
@@ -101,6 +103,7 @@ time.sleep(300)
 """
 
 
+@pytest.mark.slow
 def test_a_judge_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
     """Killing a batch or `agent eval` must not leave its judges running baselines on the GPU
     (the judge has a session of its own, so the host's process group does not reach it)."""

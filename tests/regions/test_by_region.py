@@ -139,6 +139,7 @@ def _regions(out: Path) -> dict[int, dict]:
     return {r.region: r.model_dump() for r in run.regions}
 
 
+@pytest.mark.slow
 def test_a_model_with_an_uncovered_operator_is_solved_region_by_region_and_the_composition_submitted(
     model_task, tmp_path
 ):
@@ -165,6 +166,7 @@ def test_a_model_with_an_uncovered_operator_is_solved_region_by_region_and_the_c
     assert [e["type"] for e in events] == ["evaluation", "run_end"]
 
 
+@pytest.mark.slow
 def test_a_region_that_slows_the_whole_is_dropped_and_one_slower_alone_is_never_composed(
     model_task, tmp_path
 ):
@@ -182,6 +184,7 @@ def test_a_region_that_slows_the_whole_is_dropped_and_one_slower_alone_is_never_
     assert run.submitted == [0] and run.speedup_eager == pytest.approx(1.5)
 
 
+@pytest.mark.slow
 def test_gain_allocation_splits_by_expected_gain_and_passes_on_what_a_region_left_unspent(
     model_task, tmp_path, monkeypatch: pytest.MonkeyPatch
 ):
@@ -213,6 +216,7 @@ def test_a_composition_that_leaves_compute_in_torch_is_judged_under_the_kernelbe
     assert strict.options.policy == "strict"
 
 
+@pytest.mark.slow
 def test_minigpt_used_to_be_refused_and_is_now_planned_region_by_region(tmp_path):
     task = LEVEL3 / "44_MiniGPTBlock.py"
     if not task.is_file():

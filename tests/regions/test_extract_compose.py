@@ -15,6 +15,8 @@ from agent.tasks import instantiate_tasks, parse_task
 from agent.templates import trace_task
 from tests.regions.conftest import LEVEL3
 
+pytestmark = pytest.mark.slow
+
 TASK = """
 import torch
 import torch.nn as nn

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from agent.cli.app import app
@@ -23,6 +24,7 @@ def _graph(tmp_path):
     return task, trace_task(task)
 
 
+@pytest.mark.slow
 def test_profiled_operators_join_the_trace_even_where_the_gpu_dispatches_others(tmp_path):
     _, graph = _graph(tmp_path)
     ops = [{"op": n.op, "ms": 1.0} for n in graph.nodes]
@@ -34,6 +36,7 @@ def test_profiled_operators_join_the_trace_even_where_the_gpu_dispatches_others(
     assert abs(seconds[0] - 0.006) < 1e-12 or abs(seconds[1] - 0.006) < 1e-12
 
 
+@pytest.mark.slow
 def test_without_a_gpu_the_table_is_estimated_from_the_floors_and_says_so(tmp_path):
     _, graph = _graph(tmp_path)
     regions = partition(graph)
@@ -49,6 +52,7 @@ def test_without_a_gpu_the_table_is_estimated_from_the_floors_and_says_so(tmp_pa
     assert measured.measured and abs(measured.total_s - 1e-3 * len(graph.nodes)) < 1e-12
 
 
+@pytest.mark.slow
 def test_the_profile_worker_times_every_operator_on_the_cpu_in_a_sandbox(tmp_path):
     _, graph = _graph(tmp_path)
     with open_sandbox("local", workspace=tmp_path, gpus=None) as box:
@@ -62,6 +66,7 @@ def test_the_profile_worker_times_every_operator_on_the_cpu_in_a_sandbox(tmp_pat
     assert report["total_ms"] > 0 and sum(o["ms"] for o in report["ops"]) > 0
 
 
+@pytest.mark.slow
 def test_agent_profile_json_lists_the_regions_with_their_floors(tmp_path):
     task, _ = _graph(tmp_path)
     result = CliRunner().invoke(app, ["profile", str(task), "--json", "--estimate"])

@@ -89,6 +89,7 @@ def test_harbors_own_loader_accepts_them(exported: Path, tmp_path: Path) -> None
     assert relu["instruction"] > 1000
 
 
+@pytest.mark.slow
 def test_reward_py_writes_harbors_reward_json(exported: Path, tmp_path: Path) -> None:
     from tests.rl.test_reward import result
 

@@ -169,6 +169,7 @@ def scripted(task: Task) -> ScriptedModel:
     )
 
 
+@pytest.mark.slow
 def test_rollouts_on_ray_are_judged_once_per_candidate_and_recorded(
     tmp_path: Path, ray_evaluator: Any
 ) -> None:

@@ -49,6 +49,7 @@ def relu(block: int = 256, vec: int = 4, unroll: int = 2, fast: int = 0, grid: i
     return {"S0_BLOCK": block, "S0_GRID_PER_SM": grid, "S0_VEC": vec, "S0_UNROLL": unroll, "S0_FAST": fast}
 
 
+@pytest.mark.slow
 def test_reset_and_step_contract(tasks) -> None:
     env = SlotEnv(tasks["relu"], Recorder(), batch_size=3, max_steps=2)
     obs, info = env.reset(seed=0)

@@ -44,6 +44,7 @@ def torch_without_bytecode(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> P
     return root
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_workers_read_the_harness_bytecode_and_cannot_write_it(
     torch_without_bytecode: Path, workspace: Path, tmp_path: Path

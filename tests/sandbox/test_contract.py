@@ -88,6 +88,7 @@ def test_cache_is_writable_and_workers_are_readonly(sandbox: Sandbox) -> None:
     assert not sandbox.exec(["sh", "-c", f"echo x > {sandbox.worker('injected.py')}"], timeout=30).ok
 
 
+@pytest.mark.slow
 def test_python_with_torch_runs(sandbox: Sandbox) -> None:
     result = sandbox.exec([sandbox.python, "-c", "import torch; print(torch.__version__)"], timeout=120)
     assert result.ok, result

@@ -279,6 +279,7 @@ def host_stack_image(docker_client: Any) -> Any:
     docker_client.images.remove(tag, force=True)
 
 
+@pytest.mark.slow
 def test_probe_of_this_python() -> None:
     import sys
 

@@ -40,6 +40,7 @@ def fake_build(workspace: Workspace, sandbox: Any, *, arch: str | None, timeout:
     )
 
 
+@pytest.mark.slow
 def test_batch_runs_the_template_policy_per_task_and_records_what_it_does_not_cover(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

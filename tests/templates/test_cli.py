@@ -61,6 +61,7 @@ def test_solve_with_the_template_policy_compiles_and_submits(tmp_path: Path) -> 
     assert header["model"] == "templates"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not KERNELBENCH.is_dir(), reason="../shared/kernelbench is not beside the checkout")
 def test_a_task_the_library_does_not_cover_is_refused_in_one_line(tmp_path: Path) -> None:
     task = KERNELBENCH / "level1" / "92_cumsum_exclusive.py"  # cat is not covered
@@ -94,6 +95,7 @@ def test_without_a_model_or_a_key_solve_runs_the_template_policy_and_says_so(tmp
     assert kernels == ["s0_ewise.cu"]  # the elementwise template, instantiated
 
 
+@pytest.mark.slow
 def test_without_a_model_or_a_key_a_task_the_library_does_not_cover_names_both(tmp_path: Path) -> None:
     task = tmp_path / "1_Sort.py"
     task.write_text(UNCOVERED_TASK)

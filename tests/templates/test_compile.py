@@ -119,6 +119,7 @@ def test_the_convolution_template_compiles_with_several_slot_settings(
     assert "constexpr int64_t kBatchChunks = 1;" in source  # small tensors: one cuDNN call
 
 
+@pytest.mark.slow
 def test_a_convolution_past_32_bit_indexing_runs_in_batch_chunks(kernelbench_plans) -> None:
     """cuDNN's descriptors hold at most 2^31 - 1 elements: level-1 problem 87's output (16 x 128 x
     1024 x 1024) is 2^31, so the template describes 8 samples and calls cuDNN twice."""
@@ -180,6 +181,7 @@ def emulate_dwconv(
     return y
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "slots",
     [
@@ -301,6 +303,7 @@ def emulate_pool(x: torch.Tensor, stage, slots: dict[str, int]) -> torch.Tensor:
     return y.reshape(stage.out_shape)
 
 
+@pytest.mark.slow
 def test_the_pooling_kernels_tiles_give_torchs_pooling() -> None:
     """The geometry pool.cu is generated with, emulated on the CPU, gives torch's pooling on every
     output: 2D max with padding, dilation and ceil_mode, 3D average with count_include_pad off
@@ -503,6 +506,7 @@ def emulate_gemm_direct(
     return c.reshape(batch, m_, n_), stores
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "slots",
     [

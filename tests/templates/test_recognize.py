@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from agent.templates import NotCovered, OpGraph, Plan, recognize, trace_tasks
 from agent.templates.plan import ConvStage, EwiseStage, GemmStage, ReduceStage
 from tests.templates.conftest import TASKS
@@ -61,6 +63,7 @@ def test_cumsum_cumprod_and_a_reverse_cumsum_are_scan_stages(kernelbench_plans) 
         assert plan.outputs[0].buf == stage.out and plan.outputs[0].is_contiguous(), name
 
 
+@pytest.mark.slow
 def test_a_scan_over_another_dimension_is_named_not_covered() -> None:
     from agent.templates import recognize
     from agent.templates.graph import OpGraph, trace_tasks
@@ -164,6 +167,7 @@ def test_a_column_reduction_read_back_over_its_columns_fuses_into_one_column_app
     assert fused == ["level1/36_RMSNorm_.py"]
 
 
+@pytest.mark.slow
 def test_a_column_apply_keeps_its_other_operands_and_refuses_what_it_cannot_hold(tmp_path: Path) -> None:
     """The colnorm test task: three column reductions read back, fused (an added tensor stays an
     operand); with 72 channels, more than a thread holds, each stays a reduction and a pass."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
 import torch
 
 from agent.templates import Plan
@@ -19,6 +20,7 @@ def _space(plan: Plan, **kwargs) -> tuple[SlotSpace, dict[str, int]]:
     return space, initial_config(space, default_makers(), Observation(plan=plan, gpu=DeviceLimits()))
 
 
+@pytest.mark.slow
 def test_first_guesses_are_valid_and_tune_json_declares_them(kernelbench_plans) -> None:
     plans = [p for p in kernelbench_plans.values() if isinstance(p, Plan)]
     assert len(plans) >= 80
@@ -35,6 +37,7 @@ def test_first_guesses_are_valid_and_tune_json_declares_them(kernelbench_plans) 
         assert all(f"#define {name} {config[name]}" in header for name in tune.names)
 
 
+@pytest.mark.slow
 def test_repair_never_emits_an_invalid_combination(kernelbench_plans) -> None:
     rng = random.Random(7)
     names = ["level1/23_Softmax.py", "level1/47_Sum_reduction_over_a_dimension.py", "level1/94_MSELoss.py",
@@ -115,6 +118,7 @@ def test_a_convolution_starts_in_full_fp32_whatever_torch_s_cudnn_flag(
     assert tf32_config["S0_MATH"] == 0 and tf32.valid({**tf32_config, "S0_MATH": 1})
 
 
+@pytest.mark.slow
 def test_each_slot_belongs_to_one_decision_maker(mixed_plan) -> None:
     space = SlotSpace(mixed_plan)
     makers = default_makers()
@@ -126,6 +130,7 @@ def test_each_slot_belongs_to_one_decision_maker(mixed_plan) -> None:
     assert 0 < len(tune["params"]) <= 12
 
 
+@pytest.mark.slow
 def test_tiles_start_as_wide_as_the_window_lets_them_and_flat_for_1d() -> None:
     """The direct tiled families start from the most threads and reuse whose input patch fits in
     48 KiB among the tiles that cover the output about as well as any; an output of height 1 (1D

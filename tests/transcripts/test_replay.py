@@ -17,6 +17,8 @@ from tests.agent.fakes import FakeReferee
 from tests.agent.session import pipeline_steps
 from tests.agent.test_session import RELU_PLAN
 
+pytestmark = pytest.mark.slow
+
 
 @dataclass
 class SlowerReferee(FakeReferee):

@@ -58,6 +58,7 @@ def test_schema_offers_a_budget_slice_an_evaluation_cap_and_experience():
     assert "kernels/tune.json" in tune.spec.description
 
 
+@pytest.mark.slow
 def test_without_a_declared_space_the_model_is_told_what_to_write(tmp_path, task):
     ctx = context(tmp_path, task)
     output = Toolbox([tune]).call(ctx, call(budget_s=30))
