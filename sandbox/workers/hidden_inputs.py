@@ -47,11 +47,13 @@ TRANSFORMS: tuple[str, ...] = (
     "edge",
     "centre",
 )
-# The transforms trials draw from. Not "large" nor "edge": they scale an output's rounding error far
-# past the absolute tolerance (a signed GEMM's inputs scaled to 1e4 make its errors ~1e6x larger),
-# so an honest kernel that sums in another order would fail on the elements that cancel to near
-# zero; they need a comparison scaled to the output first.
-TRIAL_TRANSFORMS: tuple[str, ...] = tuple(name for name in TRANSFORMS if name not in ("large", "edge"))
+TRIAL_TRANSFORMS: tuple[str, ...] = TRANSFORMS
+"""The transforms trials draw from (the domain probe keeps those the reference allows)."""
+SCALED_TRANSFORMS = frozenset({"large", "edge"})
+"""Transforms whose trials compare with the absolute tolerance scaled to the output's magnitude
+(`output_scale`): inputs scaled to 1e4 scale an honest kernel's rounding error with them (a signed
+GEMM's ~1e8-fold), so on the elements that cancel to near zero a fixed atol would fail a kernel
+that merely sums in another order."""
 PRECISION_TRIAL_TRANSFORM = "centre"
 """Trial 1 draws this where the domain allows it: the judge measures effective precision there."""
 # Largest magnitude the "large" and "edge" transforms reach: big enough to overflow a kernel that
@@ -132,6 +134,20 @@ def _transform_tensor(tensor: torch.Tensor, chosen: HiddenDraw, index: int) -> t
         picks = torch.randint(len(pool), tuple(tensor.shape), generator=gen)
         return pool[picks].to(dtype=tensor.dtype, device=tensor.device)
     raise ValueError(f"unknown hidden transform {name!r}")
+
+
+def output_scale(expected: torch.Tensor) -> float:
+    """The factor a scaled trial multiplies the absolute tolerance by: the root mean square of the
+    expected output's finite values, at least 1 (never looser than the unscaled comparison)."""
+    if expected.numel() == 0 or not expected.is_floating_point():
+        return 1.0
+    values = expected.detach().float()
+    finite = torch.isfinite(values)
+    count = int(finite.sum())
+    if count == 0:
+        return 1.0
+    rms = float(torch.where(finite, values, 0.0).norm()) / math.sqrt(count)
+    return max(1.0, rms) if math.isfinite(rms) else 1.0
 
 
 def apply(values: Sequence[Any], chosen: HiddenDraw) -> list[Any]:

@@ -29,6 +29,7 @@ from compare import compare_tensors, compare_values, tolerance_for
 from gpu_gate import GpuGate, open_gate
 from gpu_handoff import HandedOver, HandoffReceiver
 from gpu_memory import keep_one
+from hidden_inputs import SCALED_TRANSFORMS, output_scale
 from lifetime import die_with_parent, parent_from_argv
 from precision_check import DEFAULT_POLICY, baseline_flags, baseline_model, measure, not_measured, set_tf32
 from protocol import (
@@ -239,11 +240,12 @@ def _compare_all(
             result["inputs_built_on"] = made_on[0]
             del again
         kept: list[tuple[Any, Any]] | None = [] if trial["index"] == measured_on else None
+        scaled = drawn in SCALED_TRANSFORMS
         judged: JudgedTrial = {
             "index": trial["index"],
             "input_checksums": input_checksums,
             "inputs": drawn,
-            **_reference_and_diffs(model, inputs, spec, trial["file"], tolerances, received, kept),
+            **_reference_and_diffs(model, inputs, spec, trial["file"], tolerances, received, kept, scaled),
         }
         trials.append(judged)
         del inputs
@@ -273,9 +275,11 @@ def _reference_and_diffs(
     tolerances: Tolerances,
     received: HandedOver,
     kept: list[tuple[Any, Any]] | None = None,
+    scaled: bool = False,
 ) -> ReferenceOutputs:
     """The expected outputs of `inputs` and the candidate's compared with them; `kept` gets each
-    (expected, candidate) output pair when given."""
+    (expected, candidate) output pair when given; `scaled`: the absolute tolerance is scaled to each
+    output's magnitude (hidden_inputs.SCALED_TRANSFORMS)."""
     device = spec["device"]
     pristine = clone_tree(inputs)
     with torch.no_grad():
@@ -295,7 +299,7 @@ def _reference_and_diffs(
         ),
         "input_bytes": nbytes(pristine),
         "output_bytes": nbytes(leaves),
-        "diffs": _diffs(spec, file, structure, leaves, tolerances, received, kept),
+        "diffs": _diffs(spec, file, structure, leaves, tolerances, received, kept, scaled),
     }
 
 
@@ -307,9 +311,10 @@ def _diffs(
     tolerances: Tolerances,
     received: HandedOver,
     kept: list[tuple[Any, Any]] | None = None,
+    scaled: bool = False,
 ) -> list[DiffRecord]:
     """The candidate's outputs in `file` against the expected `leaves`, one record per leaf (and
-    the pairs compared in `kept`, when given)."""
+    the pairs compared in `kept`, when given); `scaled`: atol times each output's scale."""
     try:
         candidate = torch.load(
             os.path.join(spec["exchange_dir"], file), map_location="cpu", weights_only=True, mmap=True
@@ -338,6 +343,8 @@ def _diffs(
                 diffs.append({"passed": False, "problems": ["not a plain torch.Tensor"]})
                 continue
             atol, rtol, norm_rtol = tolerance_for(want.dtype, tolerances)
+            if scaled:
+                atol *= output_scale(want)
             got = got.to(want.device)
             diffs.append(compare_tensors(want, got, atol=atol, rtol=rtol, norm_rtol=norm_rtol))
             if kept is not None:

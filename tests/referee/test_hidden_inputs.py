@@ -164,3 +164,11 @@ def test_perturbed_state_leaves_init_values_and_is_the_same_for_both_models() ->
     other = build()
     H.perturb_state(other, seed=100)
     assert not torch.equal(other[0].weight, reference[0].weight)
+
+
+def test_scaled_trials_scale_atol_by_the_outputs_rms_never_below_one() -> None:
+    assert H.output_scale(torch.full((100,), 1e4)) == pytest.approx(1e4)
+    assert H.output_scale(torch.full((100,), 0.01)) == 1.0
+    assert H.output_scale(torch.tensor([3.0, -4.0, float("inf")])) == pytest.approx(12.5**0.5)
+    assert H.output_scale(torch.empty(0)) == 1.0
+    assert {"large", "edge"} <= set(H.TRIAL_TRANSFORMS) and H.SCALED_TRANSFORMS == {"large", "edge"}

@@ -56,3 +56,23 @@ def test_transforms_outside_the_references_domain_are_never_drawn(judge_cpu: Jud
     allowed = result.correctness.hidden_transforms if result.correctness else []
     assert {"negate", "zeros", "shift_down", "centre"}.isdisjoint(allowed)
     assert {"task", "scale_x3", "shift_up", "ones"} <= set(allowed)
+
+
+def test_an_honest_kernel_summing_in_another_order_passes_large_and_edge_trials(
+    judge_cpu: JudgeCpu, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Edge values mix signs and magnitudes up to 1e4: K = 4096 products cancel to near zero where
+    numpy's BLAS and torch's round differently, which a fixed atol would call wrong."""
+    force_trial_seeds(monkeypatch, ["large", "edge"])
+    result = judge_cpu("matmul_long_k", "matmul_numpy", trials=4, profile=False)
+    assert result.verdict == "correct", result.feedback()
+    assert result.correctness is not None
+    assert [t.inputs for t in result.correctness.trials][2:] == ["large", "edge"]
+
+
+def test_a_kernel_wrong_on_edge_values_is_still_caught(
+    judge_cpu: JudgeCpu, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    force_trial_seeds(monkeypatch, ["edge"])
+    caught = judge_cpu("identity_nonneg", "relu_as_identity", trials=3, profile=False)
+    assert caught.verdict == "incorrect", caught.feedback()
