@@ -12,7 +12,7 @@
 #
 # `start` copies the repository (with the carried .whl, .gl, .kb and .old) to /tmp: a later device
 # call lays the working tree out anew. `wait` copies every lane's results so far to $OUT.
-# Env: LANES (default "referee precision mutation regions"), MUTANTS_PER_CLASS (10),
+# Env: LANES (default "referee precision mutation regions"), MUTANTS_PER_CLASS (8),
 # REGION_TASKS (level 3 file names), REGION_BUDGET (turns=3).
 set -u
 RUN=/tmp/session-gpu
@@ -42,12 +42,12 @@ start)
             echo "verify_cost exit $?"
         }
         mutation() {
-            python3 benchmarks/mutation_bench.py --per-class "${MUTANTS_PER_CLASS:-10}" --jobs 4 \
+            python3 benchmarks/mutation_bench.py --per-class "${MUTANTS_PER_CLASS:-8}" --jobs 4 \
                 --out "$out/mutation/mutation.md"
         }
         regions() {
             local files=() allocation
-            for name in ${REGION_TASKS:-17_SqueezeNetFireModule.py 43_MinGPTCausalAttention.py 44_MiniGPTBlock.py 6_GoogleNetInceptionModule.py 14_DenseNet121DenseBlock.py}; do
+            for name in ${REGION_TASKS:-17_SqueezeNetFireModule.py 43_MinGPTCausalAttention.py 44_MiniGPTBlock.py}; do
                 files+=(".kb/level3/$name")
             done
             for allocation in gain uniform; do
