@@ -46,7 +46,7 @@ from agent.run.solve import SolveConfig, solve  # noqa: E402
 from agent.tasks import Task, load_task  # noqa: E402
 from agent.transcripts.format import ContextElidedEvent  # noqa: E402
 from agent.transcripts.reader import load_transcript  # noqa: E402
-from tests.agent.fakes import FakeReferee  # noqa: E402
+from tests.run.fakes import FakeReferee  # noqa: E402
 
 KERNELBENCH = ROOT.parent / "shared" / "kernelbench"
 RUNS = (("level2/76_Gemm_Add_ReLU.py", 60, 7_000, (4, 6)), ("level3/44_MiniGPTBlock.py", 100, 16_000, (4, 6)))

@@ -241,7 +241,7 @@ def test_a_run_whose_sandbox_is_refused_leaves_no_output_folder(
     import agent.run.solve
     from agent.cli.app import app
     from sandbox.base import SandboxError
-    from tests.agent.fakes import FakeReferee
+    from tests.run.fakes import FakeReferee
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise SandboxError("docker sandbox: the GPU runtime is missing")

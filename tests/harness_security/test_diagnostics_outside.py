@@ -25,7 +25,7 @@ from agent.tools.files import read_file
 from agent.tools.pipeline import compile_workspace
 from agent.workspace import Workspace
 from sandbox.base import open_sandbox
-from tests.agent.fakes import FakeReferee
+from tests.run.fakes import FakeReferee
 
 REPO = Path(__file__).resolve().parents[2]
 RELU_TASK = REPO / "benchmarks" / "tasks" / "level1" / "19_ReLU.py"

@@ -32,7 +32,7 @@ from sandbox import safe_files
 from sandbox.base import ExecResult
 from sandbox.local import LocalSandbox
 from sandbox.safe_files import SkippedEntry, read_regular
-from tests.agent.fakes import FakeReferee
+from tests.run.fakes import FakeReferee
 
 REPO = Path(__file__).resolve().parents[2]
 RELU_TASK = REPO / "benchmarks" / "tasks" / "level1" / "19_ReLU.py"

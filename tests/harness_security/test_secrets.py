@@ -14,8 +14,8 @@ import pytest
 from agent.messages import AssistantMessage, ToolCall
 from agent.run.replay import replay_run
 from agent.tasks import parse_task
-from tests.agent.conftest import RELU_TASK, relu_files, run_solve
-from tests.agent.fakes import FakeReferee
+from tests.run.conftest import RELU_TASK, relu_files, run_solve
+from tests.run.fakes import FakeReferee
 
 CANARY = "sk-ant-api03-canary-9d41e6b7a2c5"
 

@@ -23,9 +23,9 @@ from agent.models.openai import OpenAIModel
 from agent.referee import EvalOptions
 from agent.run.solve import SolveConfig, solve
 from agent.tasks import parse_task
-from tests.agent.fakes import FakeReferee
 from tests.models.conftest import FAST_RETRY, TEST_KEY
 from tests.models.wire_server import Reply, WireServer, anthropic_message, openai_completion
+from tests.run.fakes import FakeReferee
 
 REPO = Path(__file__).resolve().parents[2]
 RELU_TASK = REPO / "benchmarks" / "tasks" / "level1" / "19_ReLU.py"

@@ -34,9 +34,9 @@ from agent.tasks import Task, load_folder, load_task
 from agent.tools.candidates import RefereeAdapter
 from agent.workspace import Workspace
 from sandbox.base import Sandbox
-from tests.agent.fakes import FakeReferee, performance
 from tests.batch.helpers import fake_config, fake_evaluator, make_tasks
 from tests.regions.conftest import LEVEL3
+from tests.run.fakes import FakeReferee, performance
 
 # A GEMM with its epilogue, a sort the library has no kernel for, a LayerNorm, a GEMM + tanh.
 MODEL = """

@@ -9,7 +9,7 @@ import pytest
 
 from agent.messages import AssistantMessage, ToolCall
 from agent.models.scripted import ScriptedStep, tool_call_turn
-from tests.agent.conftest import build_cache, relu_files, relu_task, run_solve  # noqa: F401
+from tests.run.conftest import build_cache, relu_files, relu_task, run_solve  # noqa: F401
 
 DATA = Path(__file__).parent / "data"
 V1_TRANSCRIPT = DATA / "v1_relu.jsonl"

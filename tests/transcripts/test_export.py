@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from agent.cli.transcripts import export_command
 from agent.transcripts.export import reward
-from tests.agent.conftest import run_solve
-from tests.agent.fakes import performance
+from tests.run.conftest import run_solve
+from tests.run.fakes import performance
 from tests.transcripts.conftest import V1_TRANSCRIPT, short_session
 
 

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 import agent.run.replay
 from agent.run.replay import rejudge_final, replay_run
-from tests.agent.conftest import run_solve
-from tests.agent.fakes import FakeReferee
-from tests.agent.session import pipeline_steps
-from tests.agent.test_session import RELU_PLAN
+from tests.run.conftest import run_solve
+from tests.run.fakes import FakeReferee
+from tests.run.session import pipeline_steps
+from tests.run.test_session import RELU_PLAN
 
 pytestmark = pytest.mark.slow
 

@@ -25,8 +25,6 @@ from agent.tasks import parse_task
 from agent.transcripts.compact import Compactor, Expander
 from agent.transcripts.format import ModelResponseEvent, ToolCallEvent, ToolResultEvent
 from agent.transcripts.reader import load_transcript, read_transcript
-from tests.agent.conftest import RELU_TASK
-from tests.agent.fakes import FakeReferee
 from tests.models.conftest import FAST_RETRY, TEST_KEY
 from tests.models.wire_server import (
     Reply,
@@ -35,6 +33,8 @@ from tests.models.wire_server import (
     openai_completion,
     openai_tool_call,
 )
+from tests.run.conftest import RELU_TASK
+from tests.run.fakes import FakeReferee
 
 REQUESTS = 6
 LINE = '    out[i] = fmaxf(in[i], 0.0f);  // "relu" \\ kept as written, {braces} and tabs\t' + "x" * 940

@@ -103,7 +103,7 @@ def test_valid_call_runs_and_other_exceptions_are_not_swallowed() -> None:
 
 
 def test_default_tools_have_unique_names_and_shell_only_on_request() -> None:
-    # ncu and sanitize are offered only where installed (tests/agent/test_ncu_sanitizer.py)
+    # ncu and sanitize are offered only where installed (tests/tools/test_ncu_sanitizer.py)
     names = [t.name for t in default_tools() if t.name not in ("ncu", "sanitize")]
     assert names == [
         "list_files",

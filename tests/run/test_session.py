@@ -24,9 +24,9 @@ from agent.tasks import load_task
 from agent.tools.candidates import RefereeAdapter
 from agent.transcripts.format import EvaluationEvent, ToolResultEvent
 from agent.transcripts.reader import read_transcript
-from tests.agent.conftest import RELU_EXAMPLE, RELU_TASK, REPO, UNLIMITED, run_solve
-from tests.agent.fakes import FakeReferee
-from tests.agent.session import SessionPlan, pipeline_steps, solution_files
+from tests.run.conftest import RELU_EXAMPLE, RELU_TASK, REPO, UNLIMITED, run_solve
+from tests.run.fakes import FakeReferee
+from tests.run.session import SessionPlan, pipeline_steps, solution_files
 
 RELU_PLAN = SessionPlan(
     files={

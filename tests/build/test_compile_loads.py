@@ -16,7 +16,7 @@ from sandbox.base import open_sandbox
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RELU_KERNELS = REPO / "skills" / "cuda-extension" / "examples" / "relu" / "kernels"
 SCALED_RELU_TASK = """\
 import torch

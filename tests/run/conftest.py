@@ -20,7 +20,7 @@ from agent.tools import ToolContext, ToolSettings
 from agent.tools.candidates import CandidateBook, Referee
 from agent.workspace import Workspace
 from sandbox.base import open_sandbox
-from tests.agent.fakes import FakeReferee
+from tests.run.fakes import FakeReferee
 
 REPO = Path(__file__).resolve().parents[2]
 RELU_TASK = REPO / "benchmarks" / "tasks" / "level1" / "19_ReLU.py"

@@ -31,8 +31,8 @@ from agent.transcripts.format import (
     ToolResultEvent,
 )
 from agent.transcripts.reader import read_transcript
-from tests.agent.conftest import UNLIMITED, relu_files, run_solve
-from tests.agent.fakes import FakeReferee
+from tests.run.conftest import UNLIMITED, relu_files, run_solve
+from tests.run.fakes import FakeReferee
 
 
 def write_turn(marker: str = "") -> AssistantMessage:

@@ -18,9 +18,9 @@ import agent.cli.solve
 from agent.cli.solve import solve_command
 from agent.transcripts.format import ModelResponseEvent
 from agent.transcripts.reader import read_transcript
-from tests.agent.conftest import RELU_TASK, REPO, relu_files
-from tests.agent.fakes import FakeReferee
 from tests.models.wire_server import Reply, WireServer, openai_completion, openai_tool_call
+from tests.run.conftest import RELU_TASK, REPO, relu_files
+from tests.run.fakes import FakeReferee
 
 
 def cli() -> typer.Typer:
@@ -174,8 +174,8 @@ def test_replaying_a_recorded_transcript_from_the_command_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relu_task
 ) -> None:
     from agent.models.scripted import tool_call_turn
-    from tests.agent.conftest import run_solve
-    from tests.agent.test_loop import write_turn
+    from tests.run.conftest import run_solve
+    from tests.run.test_loop import write_turn
 
     recorded = tmp_path / "recorded"
     run_solve(

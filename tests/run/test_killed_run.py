@@ -13,16 +13,16 @@ import pytest
 
 from agent.transcripts.format import EvaluationEvent, ModelRequestEvent, ToolCallEvent, ToolResultEvent
 from agent.transcripts.reader import read_transcript
-from tests.agent.conftest import REPO
+from tests.run.conftest import REPO
 
 RUN = """
 import sys, time
 from pathlib import Path
 from agent.models.scripted import tool_call_turn
 from agent.tasks import parse_task
-from tests.agent.conftest import RELU_TASK, run_solve
-from tests.agent.test_loop import write_turn
-from tests.agent.fakes import FakeReferee
+from tests.run.conftest import RELU_TASK, run_solve
+from tests.run.test_loop import write_turn
+from tests.run.fakes import FakeReferee
 
 out, marker = Path(sys.argv[1]), Path(sys.argv[2])
 

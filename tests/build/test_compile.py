@@ -17,7 +17,7 @@ from sandbox.base import open_sandbox
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RELU_TASK = REPO / "benchmarks" / "tasks" / "level1" / "19_ReLU.py"
 RELU_EXAMPLE = REPO / "skills" / "cuda-extension" / "examples" / "relu"
 

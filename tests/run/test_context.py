@@ -34,8 +34,8 @@ from agent.tasks import Task, load_task
 from agent.tools.candidates import CandidateBook
 from agent.transcripts.format import ContextElidedEvent, EvaluationEvent
 from agent.transcripts.reader import load_transcript
-from tests.agent.conftest import RELU_TASK, run_solve
-from tests.agent.fakes import FakeReferee
+from tests.run.conftest import RELU_TASK, run_solve
+from tests.run.fakes import FakeReferee
 
 CEILING = 32_000
 
@@ -285,7 +285,7 @@ def test_the_context_tokens_flag_sets_the_runs_ceiling(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relu_task: Task
 ) -> None:
     import agent.cli.solve
-    from tests.agent.test_cli_solve import invoke
+    from tests.cli.test_solve import invoke
 
     recorded = tmp_path / "recorded"
     run_solve(recorded, long_run(3), relu_task, referee=FakeReferee(), context_tokens=0)

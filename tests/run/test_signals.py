@@ -16,7 +16,7 @@ import pytest
 from agent.cli.solve import output_line
 from agent.run.signals import interrupt_on_signals
 from agent.transcripts.reader import read_transcript
-from tests.agent.conftest import RELU_TASK, REPO
+from tests.run.conftest import RELU_TASK, REPO
 
 # `agent solve` itself (agent.cli.app), with the model and the referee replaced: a scripted model whose
 # second turn hangs (as a provider that never answers), and the fake referee (no GPU here).
@@ -25,8 +25,8 @@ import sys, time
 from pathlib import Path
 import agent.cli.solve as cli
 from agent.models.scripted import ScriptedModel, tool_call_turn
-from tests.agent.fakes import FakeReferee
-from tests.agent.test_loop import write_turn
+from tests.run.fakes import FakeReferee
+from tests.run.test_loop import write_turn
 
 task, out, marker = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 
