@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issues 44 and 45's GPU evidence in one device session, in lanes that run at once (the referee's
 # GPU gate keeps every timing exclusive; builds share the CPUs):
-#   referee    the referee's GPU tests and the adversarial suite under the default precision (fp32)
+#   gputests     the referee's and sandbox's GPU tests (not the quiet ones: they need an idle machine)
+#   adversarial  the adversarial suite's GPU verdicts under the default precision (fp32)
 #   precision  benchmarks/precision_set.py (the labelled set), then benchmarks/verify_cost.py
 #   mutation   benchmarks/mutation_bench.py (kill rate per fault class)
 #   regions    `agent batch --model templates` over level 3 models, gain vs uniform allocation
@@ -12,7 +13,7 @@
 #
 # `start` copies the repository (with the carried .whl, .gl, .kb and .old) to /tmp: a later device
 # call lays the working tree out anew. `wait` copies every lane's results so far to $OUT.
-# Env: LANES (default "referee precision mutation regions"), MUTANTS_PER_CLASS (8),
+# Env: LANES (default "gputests adversarial precision mutation regions"), MUTANTS_PER_CLASS (8),
 # REGION_TASKS (level 3 file names), REGION_BUDGET (turns=3).
 set -u
 RUN=/tmp/session-gpu
@@ -32,8 +33,15 @@ start)
             "$@" > "$out/$name.log" 2>&1
             echo "$name exit $? after $((SECONDS - started)) s, $(date -u +%T)" >> "$out/lanes.log"
         }
-        referee() {
-            REFEREE_GPU_EVAL_BENCH=0 REFEREE_GPU_WORKERS=3 bash benchmarks/referee_gpu.sh
+        gputests() {  # the referee and sandbox GPU tests, not the quiet ones (they need an idle machine)
+            mkdir -p "$out/referee"
+            python3 -m pytest -m "gpu and not quiet" tests/referee tests/sandbox -v --tb=short \
+                -p no:cacheprovider --timeout 200 -n 3 > "$out/referee/pytest_gpu_referee.log" 2>&1
+        }
+        adversarial() {
+            mkdir -p "$out/referee"
+            KERNEL_AGENT_SUITE_OUT="$out/referee/adversarial_suite.txt" python3 -m pytest -m "gpu and not quiet" \
+                tests/adversarial -q -p no:cacheprovider --timeout 280 -rA > "$out/referee/pytest_gpu_adversarial.log" 2>&1
         }
         precision() {
             python3 benchmarks/precision_set.py --jobs 4 --out "$out/precision/set.md"
@@ -56,7 +64,7 @@ start)
             done
             wait
         }
-        for name in ${LANES:-referee precision mutation regions}; do lane "$name" "$name" & done
+        for name in ${LANES:-gputests adversarial precision mutation regions}; do lane "$name" "$name" & done
         wait
         echo done > "$run/exit"
     ' "$RUN" > "$RUN/console.log" 2>&1 < /dev/null &
