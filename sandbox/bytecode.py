@@ -39,7 +39,7 @@ from pathlib import Path
 workers = Path(sys.argv[1])
 sys.path.insert(0, str(workers))
 import torch, torch.utils.cpp_extension
-names, own = set(), {p.stem for p in workers.glob("*.py")}
+names, own = set(), {p.stem for p in workers.glob("*.py")} | {p.name for p in workers.iterdir() if p.is_dir()}
 for path in workers.glob("*.py"):
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):

@@ -1,4 +1,4 @@
-"""The host's pydantic models that read a worker's record (sandbox/workers/protocol.py) name the same
+"""The host's pydantic models that read a worker's record (sandbox/workers/protocol/) name the same
 fields as the record's TypedDict: a field added on one side only is dropped or never filled without a
 word (`model_validate` ignores unknown keys, `output_diff` keeps only the model's fields)."""
 
