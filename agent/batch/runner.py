@@ -33,7 +33,7 @@ from agent.batch.config import BatchConfig, EvalJob, JudgingOptions, WorkItem
 from agent.batch.environment import gpu_inventory, versions
 from agent.batch.executors import Evaluator
 from agent.batch.jobs import CompileFn, JudgeFn, compile_job, judge_job
-from agent.batch.layouts import discover_solutions, materialize
+from agent.batch.layouts import copy_solution, discover_solutions
 from agent.batch.progress import NullProgress, ProgressState
 from agent.batch.records import AttemptRecord
 from agent.batch.scheduler import BreakerModel, CircuitBreaker
@@ -254,7 +254,7 @@ class BatchRunner:
 
     # -- one item -------------------------------------------------------------------------
     def _judge(self, item: WorkItem, out_dir: Path, evaluator: Evaluator) -> AttemptRecord:
-        solution = materialize(item, out_dir / "solution")
+        solution = copy_solution(item, out_dir / "solution")
         result = evaluator.evaluate(
             EvalJob(task=item.task, solution=solution, options=self._options(item.task)), holder=item.label
         )
