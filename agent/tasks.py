@@ -105,6 +105,28 @@ class Task(BaseModel):
         return f"{level}{self.name}@{self.sha256[:12]}"
 
 
+class TaskRef(BaseModel):
+    """Which task a verdict or a transcript is about (the referee's results, the transcript header)."""
+
+    name: str
+    key: str
+    sha256: str
+    path: str
+    level: int | None = None
+    problem_id: int | None = None
+
+    @classmethod
+    def of(cls, task: Task) -> TaskRef:
+        return cls(
+            name=task.name,
+            key=task.key,
+            sha256=task.sha256,
+            path=str(task.path),
+            level=task.level,
+            problem_id=task.problem_id,
+        )
+
+
 def parse_task(path: Path) -> Task:
     """Read and statically check one task file without running any of it."""
     path = Path(path)

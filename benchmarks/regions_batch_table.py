@@ -43,9 +43,9 @@ def rows(store_path: Path) -> list[ModelRow]:
         records = store.results()
         regions = store.region_runs([r.attempt_id for r in records])
         for record in records:
-            final = store.evaluation_json(record.attempt_id)
-            perf = (final[-1].get("performance") or {}) if final else {}
-            outcome = (perf.get("speedup_vs_compile") or {}).get("outcome")
+            final = store.evaluations(record.attempt_id)
+            perf = final[-1].performance if final else None
+            outcome = perf.speedup_vs_compile.outcome if perf and perf.speedup_vs_compile else None
             found.append(
                 ModelRow(
                     task=record.task_name,

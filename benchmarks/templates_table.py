@@ -97,8 +97,8 @@ def load_rows(store_path: Path, kernelbench: Path) -> list[TaskRow]:
         attempts = counted_attempts(store)
         evaluations = {
             a.attempt_id: (
-                store.evaluation_json(a.attempt_id),
-                store.evaluation_json(a.attempt_id, "intermediate"),
+                store.evaluations(a.attempt_id),
+                store.evaluations(a.attempt_id, "intermediate"),
             )
             for a in attempts
         }
@@ -128,12 +128,13 @@ def load_rows(store_path: Path, kernelbench: Path) -> list[TaskRow]:
             evaluations=len(intermediate),
         )
         if finals:
-            fill(row, finals[-1])
+            fill(row, finals[-1].model_dump(mode="json"))
         rows.append(row)
     return rows
 
 
 def fill(row: TaskRow, result: dict) -> None:
+    """From an EvalResult as JSON (the store's, dumped)."""
     row.correct = result["verdict"] == "correct"
     perf = result.get("performance") or {}
     row.flags = tuple(f["code"] for f in perf.get("flags") or [])

@@ -2,8 +2,9 @@
 through the batch's shared GPU slots and compile pool.
 
 `TaskRunner` is the narrow seam: a callable that solves one task with a model, judging through
-the `BatchReferee` it is given (which implements agent.tools.candidates.Referee), and returns a
-`SolveOutcome`. `solve_runner` adapts agent/run/solve.py to it; tests pass scripted runners.
+the `BatchReferee` it is given (which implements agent.tools.candidates.Referee), and returns its
+`SolveResult` (agent/run/result.py), which `attempt_from_run` turns into the store's AttemptRecord.
+`solve_runner` is agent/run/solve.py's solve(); tests pass scripted runners.
 
 `--model templates` is the built-in template policy, built per task by `template_policy` exactly as
 `agent solve --model templates` builds it (agent.templates.build_policy); a task its library does
@@ -17,11 +18,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agent.batch.config import EvalJob, JudgingOptions, SolveOutcome
+from agent.batch.config import EvalJob, JudgingOptions
 from agent.batch.executors import Evaluator
+from agent.batch.records import AttemptRecord
 from agent.models.base import Model
 from agent.referee.results import EvalResult
+from agent.run.result import SolveResult
 from agent.tasks import Task
+from agent.tools.candidates import SandboxOpener
 from agent.workspace import SingleFileSolution, Workspace
 from sandbox.base import Sandbox
 
@@ -53,10 +57,16 @@ class BatchReferee:
         return self.gpu_name
 
     def evaluate(
-        self, task: Task, workspace: Workspace, *, sandbox: Sandbox | None = None, profile: bool = True
+        self,
+        task: Task,
+        workspace: Workspace,
+        *,
+        sandbox: Sandbox | SandboxOpener | None = None,
+        profile: bool = True,
     ) -> EvalResult:
-        """`sandbox` is the agent's own; the batch compiles and judges in sandboxes of its configured kind
-        (the build folder is keyed by the workspace, so the agent's incremental builds are reused)."""
+        """`sandbox` is the agent's own, never used (nor opened): the batch compiles and judges in sandboxes
+        of its configured kind (the build folder is keyed by the workspace, so the agent's incremental
+        builds are reused)."""
         # A composed whole model (agent/run/by_region.py) is a single file: the job names the file.
         solution = workspace.source if isinstance(workspace, SingleFileSolution) else workspace.root
         job = EvalJob(
@@ -100,13 +110,16 @@ class TaskRunner(Protocol):
         out_dir: Path,
         referee: BatchReferee,
         options: dict[str, Any],
-    ) -> SolveOutcome: ...
+    ) -> SolveResult: ...
 
 
 SOLVE_ERRORS = frozenset({"error", "sandbox_error", "model_error", "interrupted", "referee_error", "no_gpu"})
 """Run statuses that are the harness's or a provider's failure, not a result: redone on the next run.
 A run the referee cut short is one of them even when it had verified a candidate before: that
 candidate may never have been timed, and the run never had its remaining turns."""
+
+INFRA_VERDICTS = frozenset({"no_gpu", "referee_error"})
+"""Verdicts about the machinery, not the candidate: recorded as errors and redone on the next run."""
 
 
 def solve_runner(
@@ -116,41 +129,46 @@ def solve_runner(
     out_dir: Path,
     referee: BatchReferee,
     options: dict[str, Any],
-) -> SolveOutcome:
+) -> SolveResult:
     """One `agent solve` run (agent.run.solve.solve) with the batch's referee. `options` are SolveConfig
-    fields, plus `budget` as a `--budget` spec string."""
-    from agent.budget import BudgetLimits
+    fields (`budget` the batch's parsed BudgetLimits)."""
     from agent.run.solve import SolveConfig, solve
 
-    fields = dict(options)
-    limits = BudgetLimits().with_spec(fields.pop("budget", None))
     judged = referee.options
     config = SolveConfig(
-        task=task.path,
-        out=out_dir,
-        budget=limits,
-        sandbox=judged.sandbox,
-        referee=judged.referee(),
-        **fields,
+        task=task.path, out=out_dir, sandbox=judged.sandbox, referee=judged.referee(), **options
     )
-    run = solve(config, model=model, referee=referee, task=task)
-    result = run.evaluation
-    outage = getattr(model, "outage", None)
+    return solve(config, model=model, referee=referee, task=task)
+
+
+def provider_outage(run: SolveResult, model: Model) -> bool:
+    """Whether the run ended on a provider outage (its loop turned the ModelError into a status; the
+    batch's model kept whether it was transient): retried, not recorded."""
+    return run.status == "model_error" and getattr(model, "outage", None) is not None
+
+
+def attempt_from_run(run: SolveResult, referee: BatchReferee) -> AttemptRecord:
+    """The store's record of one agent run: its final verdict (stored once, as `result`), the referee's
+    other evaluations of it, and what it spent."""
     failed = run.status in SOLVE_ERRORS
-    solution = out_dir / "solution"
-    regions = region_run(out_dir)
-    if regions is not None:  # a region-by-region run submits one composed file
-        solution = out_dir / "model_new.py"
-    return SolveOutcome(
-        status="error" if failed else "solved" if run.verified else "no_solution",
-        solution_path=solution if solution.exists() else None,
-        result=result if run.verified or not failed else None,
+    final = run.evaluation if run.verified or not failed else None
+    intermediate = list(referee.evaluations)
+    matches = [i for i, r in enumerate(intermediate) if r == final]
+    if matches:
+        del intermediate[matches[-1]]
+    regions = region_run(run.out)
+    solution = run.out / ("model_new.py" if regions is not None else "solution")  # regions: one composed file
+    transcript = run.out / "transcript.jsonl"
+    return AttemptRecord(
+        status="error" if failed or (final is not None and final.verdict in INFRA_VERDICTS) else "done",
+        result=final,
+        evaluations=intermediate,
         tokens=run.usage.in_tokens + run.usage.out_tokens,
         usd=run.usage.usd,
         gpu_s=run.usage.gpu or referee.gpu_s,
-        transcript_path=out_dir / "transcript.jsonl",
+        solution_path=str(solution) if solution.exists() else None,
+        transcript_path=str(transcript) if transcript.exists() else None,
         error=f"{run.status}: {run.message}" if failed or not run.verified else None,
-        transient=run.status == "model_error" and outage is not None,
         regions=regions,
     )
 

@@ -1,4 +1,4 @@
-"""What a batch is made of: its resolved config, the work items, evaluation jobs and outcomes."""
+"""What a batch is made of: its resolved config, the work items and evaluation jobs."""
 
 from __future__ import annotations
 
@@ -8,18 +8,14 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr, ValidationInfo, model_validator
 
+from agent.budget import BudgetLimits
 from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S
 from agent.referee.options import EvalOptions
-from agent.referee.results import EvalResult
-from agent.run.region_records import RegionRun
 from agent.tasks import Task
 
 Mode = Literal["agent", "solutions"]
-AttemptStatus = Literal["running", "done", "error", "abandoned", "superseded"]
-"""done: a result (any verdict, or an agent run that found nothing); error: the harness or a provider
-failed (redone on the next run); abandoned: its process died; superseded: `--redo` replaced it."""
 
 
 KEYED_BEFORE_EVAL_OPTIONS = frozenset(
@@ -94,7 +90,11 @@ class BatchConfig(BaseModel):
     )
     max_outage_retries: int = Field(default=3, ge=0)
     eval_timeout_s: float = Field(default=3600.0, description="bound on one evaluation, whatever happens")
-    solve_options: dict[str, Any] = Field(default_factory=dict, description="budgets etc. for agent runs")
+    solve_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="SolveConfig fields for agent runs, `budget` as its `--budget` spec (the key names the "
+        "spec as given; `budget` is it parsed)",
+    )
     request_timeout_s: float = Field(
         default=DEFAULT_REQUEST_TIMEOUT_S,
         gt=0,
@@ -111,6 +111,23 @@ class BatchConfig(BaseModel):
         description="folder of the GPU gate files (default: the referee's, sandbox.paths.gpu_gate_dir); "
         "the local sandbox shows only the default one to the processes it runs",
     )
+
+    _budget: BudgetLimits = PrivateAttr(default_factory=BudgetLimits)
+
+    @model_validator(mode="after")
+    def _parse_budget(self, info: ValidationInfo) -> BatchConfig:
+        """The `--budget` spec parsed once: here, or by the caller that hands the parsed limits in
+        (`model_validate(..., context={"budget": limits})`, as `agent batch` does)."""
+        given = (info.context or {}).get("budget")
+        self._budget = (
+            given if given is not None else BudgetLimits().with_spec(self.solve_options.get("budget"))
+        )
+        return self
+
+    @property
+    def budget(self) -> BudgetLimits:
+        """Each agent run's limits: agent solve's defaults with the `--budget` spec applied."""
+        return self._budget
 
     def batch_key(self) -> str:
         """What makes two invocations "the same command": the work they define, not how it is run."""
@@ -150,38 +167,3 @@ class EvalJob(BaseModel):
     task: Task
     solution: Path
     options: JudgingOptions
-
-
-class SolveOutcome(BaseModel):
-    """What one agent run produced (agent mode)."""
-
-    status: Literal["solved", "no_solution", "error"]
-    solution_path: Path | None = None
-    result: EvalResult | None = None
-    tokens: int = 0
-    usd: float = 0.0
-    gpu_s: float = 0.0
-    transcript_path: Path | None = None
-    error: str | None = None
-    transient: bool = Field(default=False, description="a provider outage: retry later, not a result")
-    regions: RegionRun | None = Field(default=None, description="a region-by-region run's regions")
-
-
-class AttemptOutcome(BaseModel):
-    """How an attempt ended, as the store records it."""
-
-    status: AttemptStatus
-    result: EvalResult | None = None
-    evaluations: list[EvalResult] = Field(default_factory=list, description="besides `result`")
-    tokens: int = 0
-    usd: float = 0.0
-    gpu_s: float = 0.0
-    wall_s: float = 0.0
-    solution_path: str | None = None
-    transcript_path: str | None = None
-    error: str | None = None
-    regions: RegionRun | None = Field(default=None, description="a region-by-region run's regions")
-
-    @property
-    def verdict(self) -> str | None:
-        return self.result.verdict if self.result else None

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.batch.agent_runs import BatchReferee
-from agent.batch.config import EvalJob, SolveOutcome
+from agent.batch.config import EvalJob
+from agent.budget import BudgetLimits, BudgetUsage
 from agent.build.compile import CompileResult
 from agent.messages import UserMessage
 from agent.models.base import Model
@@ -41,6 +42,7 @@ from agent.referee.results import (
     TaskRef,
     TimingStats,
 )
+from agent.run.result import SolveResult
 from agent.tasks import Task
 from agent.workspace import MODEL_ENTRY, Workspace, content_hash
 from sandbox.workers.gpu_gate import GpuGate, gate_path
@@ -193,22 +195,29 @@ def scripted_solver(
     out_dir: Path,
     referee: BatchReferee,
     options: dict[str, Any],
-) -> SolveOutcome:
-    """A one-turn agent: asks the model once, writes its text as model_new.py, has it judged.
+) -> SolveResult:
+    """A one-turn agent: asks the model once, writes its text as model_new.py in `out_dir/solution`,
+    has it judged, and returns what `agent solve` would.
 
     Each query goes through the batch's breaker (the model it gets is wrapped); a ModelError
     propagates to the runner, as a real agent's unrecoverable model failure would.
     """
     response = model.query([UserMessage(text=f"Write ModelNew for {task.name}")], [])
-    ws = Workspace.create(out_dir / "workspace", task)
+    ws = Workspace.create(out_dir / "solution", task)
     ws.entry.write_text(response.message.text + "\n", encoding="utf-8")
     result = referee.evaluate(task, ws, profile=True)
     usage = response.usage
-    return SolveOutcome(
-        status="solved" if result.verdict == "correct" else "no_solution",
-        solution_path=ws.root,
-        result=result,
-        tokens=usage.prompt_tokens + usage.output_tokens,
-        usd=response.cost_usd or 0.0,
-        gpu_s=referee.gpu_s,
+    verified = result.verdict == "correct"
+    return SolveResult(
+        status="submitted" if verified else "submitted_unverified",
+        message=f"the one-turn agent's candidate: {result.verdict}",
+        task=task.name,
+        out=out_dir,
+        baseline="eager",
+        verified=verified,
+        evaluation=result,
+        usage=BudgetUsage(
+            in_tokens=usage.prompt_tokens, out_tokens=usage.output_tokens, usd=response.cost_usd or 0.0
+        ),
+        limits=options.get("budget", BudgetLimits()),
     )

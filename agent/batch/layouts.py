@@ -68,7 +68,7 @@ def discover_solutions(root: Path, tasks: list[Task]) -> Discovered:
     return found
 
 
-def materialize(item: WorkItem, dest: Path) -> Path:
+def copy_solution(item: WorkItem, dest: Path) -> Path:
     """A private copy of `item.source` at `dest`: the path to judge (a workspace or a .py file)."""
     source = item.source
     if source is None:

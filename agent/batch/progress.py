@@ -12,7 +12,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from agent.batch.config import AttemptOutcome, WorkItem
+from agent.batch.config import WorkItem
+from agent.batch.records import AttemptRecord
 
 
 class ProgressState:
@@ -50,7 +51,7 @@ class ProgressState:
         with self.lock:
             self.running[item.label] = time.monotonic()
 
-    def end(self, item: WorkItem, outcome: AttemptOutcome) -> None:
+    def end(self, item: WorkItem, outcome: AttemptRecord) -> None:
         with self.lock:
             self.running.pop(item.label, None)
             self.tokens += outcome.tokens
@@ -60,7 +61,7 @@ class ProgressState:
                 self.errors += 1
             elif outcome.verdict == "correct":
                 self.correct += 1
-                speed = _speedup(outcome)
+                speed = outcome.speedup_eager
                 if speed is not None:
                     self.best = sorted([*self.best, (speed, item.label)], reverse=True)[:5]
             else:
@@ -73,11 +74,6 @@ class ProgressState:
     @property
     def finished(self) -> int:
         return self.correct + self.failed + self.errors
-
-
-def _speedup(outcome: AttemptOutcome) -> float | None:
-    perf = outcome.result.performance if outcome.result else None
-    return perf.speedup_vs_eager.value if perf and perf.speedup_vs_eager else None
 
 
 class LiveProgress(ProgressState):
@@ -139,10 +135,10 @@ class LogProgress(ProgressState):
         super().start(total, title)
         self.console.print(f"{title}: {total} attempts", markup=False)
 
-    def end(self, item: WorkItem, outcome: AttemptOutcome) -> None:
+    def end(self, item: WorkItem, outcome: AttemptRecord) -> None:
         super().end(item, outcome)
         what = outcome.verdict or outcome.status
-        speed = _speedup(outcome)
+        speed = outcome.speedup_eager
         extra = f" {speed:.2f}x vs eager" if speed is not None else ""
         error = f" ({_last_line(outcome.error)[:200]})" if outcome.status == "error" and outcome.error else ""
         self.console.print(

@@ -1,48 +1,98 @@
-"""Rows of the store as the report reads them, and the columns an evaluation is stored with."""
+"""The store's rows as pydantic models: an attempt (as the runner writes it and the report reads it
+back) and a run, plus the columns an evaluation is stored with."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
 
 from agent.referee.results import EvalResult
+from agent.run.region_records import RegionRun
+
+AttemptStatus = Literal["running", "done", "error", "abandoned", "superseded"]
+"""done: a result (any verdict, or an agent run that found nothing); error: the harness or a provider
+failed (redone on the next run); abandoned: its process died; superseded: `--redo` replaced it."""
 
 
-@dataclass(frozen=True)
-class AttemptRecord:
-    """One attempt as the report reads it, with its final evaluation's key numbers."""
+class AttemptRecord(BaseModel):
+    """One attempt: how it ended and what it spent, as the runner hands it to `Store.finish_attempt`,
+    and as `Store.attempts` reads it back with its final evaluation's key numbers and the store's own
+    fields (ids, task, when). A record built from a `result` takes those numbers from it; one read back
+    has them from the evaluation's columns, and `result`/`evaluations` stay empty (`Store.evaluations`
+    reads them)."""
 
-    attempt_id: int
-    run_id: int
-    batch_key: str
-    item_key: str
-    task_key: str
-    task_name: str
-    level: int | None
-    problem_id: int | None
-    candidate: str
-    status: str
-    verdict: str | None
-    compiled: bool
-    correct: bool
-    speedup_eager: float | None
-    speedup_compile: float | None
-    tokens: int
-    usd: float
-    gpu_s: float
-    wall_s: float
-    compile_s: float
-    error: str | None
-    solution_path: str | None
-    transcript_path: str | None
-    output_dir: str | None
+    status: AttemptStatus
+    result: EvalResult | None = None
+    """the final evaluation (written; not read back)"""
+    evaluations: list[EvalResult] = Field(default_factory=list, description="besides `result` (written)")
+    tokens: int = 0
+    usd: float = 0.0
+    gpu_s: float = 0.0
+    wall_s: float = 0.0
+    solution_path: str | None = None
+    transcript_path: str | None = None
+    error: str | None = None
+    regions: RegionRun | None = Field(default=None, description="a region-by-region run's regions (written)")
+
+    # the final evaluation's key numbers
+    verdict: str | None = None
+    compiled: bool = False
+    correct: bool = False
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    compile_s: float = 0.0
     flags: tuple[str, ...] = ()
     """the codes of the final evaluation's performance flags (HACK_FLAGS among them mark a speed
     that is not the candidate's own)"""
+
+    # the store's own (read back)
+    attempt_id: int = 0
+    run_id: int = 0
+    batch_key: str = ""
+    item_key: str = ""
+    task_key: str = ""
+    task_name: str = ""
+    level: int | None = None
+    problem_id: int | None = None
+    candidate: str = ""
+    output_dir: str | None = None
     started_at: float = 0.0
     """when the attempt was claimed (epoch seconds)"""
+
+    @model_validator(mode="after")
+    def _numbers_from_result(self) -> AttemptRecord:
+        if self.result is not None:
+            columns = evaluation_columns(self.result)
+            self.verdict = self.result.verdict
+            self.compiled, self.correct = bool(columns[2]), bool(columns[3])
+            self.speedup_eager, self.speedup_compile = columns[4], columns[5]
+            self.compile_s = self.result.stage_times.compile_s
+            perf = self.result.performance
+            self.flags = tuple(f.code for f in perf.flags) if perf else ()
+        return self
+
+
+class RunRecord(BaseModel):
+    """One `agent batch` invocation on the store: its config (as JSON, from whichever version wrote
+    it), the versions and GPUs it ran with, and whether it is still alive."""
+
+    id: int
+    batch_key: str
+    mode: str
+    config: dict[str, Any]
+    versions: dict[str, Any]
+    gpus: list[dict[str, Any]]
+    load_errors: list[str]
+    host: str
+    pid: int
+    owner: str
+    status: str
+    started_at: float
+    heartbeat_at: float
+    finished_at: float | None = None
 
 
 def evaluation_columns(result: EvalResult) -> tuple[Any, ...]:
@@ -95,6 +145,25 @@ def record_from_row(row: sqlite3.Row) -> AttemptRecord:
         output_dir=row["output_dir"],
         flags=_flag_codes(row["flags_json"]),
         started_at=row["started_at"],
+    )
+
+
+def run_from_row(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(
+        id=row["id"],
+        batch_key=row["batch_key"],
+        mode=row["mode"],
+        config=json.loads(row["config_json"] or "{}"),
+        versions=json.loads(row["versions_json"] or "{}"),
+        gpus=json.loads(row["gpus_json"] or "[]"),
+        load_errors=json.loads(row["load_errors_json"] or "[]"),
+        host=row["host"],
+        pid=row["pid"],
+        owner=row["owner"],
+        status=row["status"],
+        started_at=row["started_at"],
+        heartbeat_at=row["heartbeat_at"],
+        finished_at=row["finished_at"],
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,9 @@ from agent.batch.metrics import (
     p_label,
     samples_from_records,
 )
+from agent.batch.records import AttemptRecord, RunRecord
 from agent.batch.stages import StageShare, stage_breakdown, stage_rows
-from agent.batch.store import AttemptRecord, Store
+from agent.batch.store import Store
 from agent.run.region_records import RegionRun
 
 
@@ -106,19 +106,19 @@ def build_reports(store_path: Path, batch_key: str | None = None) -> list[BatchR
             raise NothingToReport(f"{store_path}: no batch recorded in this store yet")
         keys = [batch_key] if batch_key else known
         runs = store.runs()
-        return [_report(store, key, [r for r in runs if r["batch_key"] == key]) for key in keys]
+        return [_report(store, key, [r for r in runs if r.batch_key == key]) for key in keys]
 
 
-def _report(store: Store, key: str, runs: list[dict[str, Any]]) -> BatchReport:
+def _report(store: Store, key: str, runs: list[RunRecord]) -> BatchReport:
     records = store.results(key)
     running = sorted((a for a in store.attempts(key) if a.status == "running"), key=lambda a: a.started_at)
     now = time.time()
     per_candidate = samples_from_records(records)
     tasks = best_per_task(per_candidate)
     by_id = {r.attempt_id: r for r in records}
-    last = runs[-1] if runs else {}
-    config = json.loads(last.get("config_json") or "{}")
-    gpus = [g.get("name") or f"gpu {g.get('id')}" for g in json.loads(last.get("gpus_json") or "[]")]
+    last = runs[-1] if runs else None
+    config = last.config if last else {}
+    gpus = [g.get("name") or f"gpu {g.get('id')}" for g in (last.gpus if last else [])]
     return BatchReport(
         store=str(store.path),
         batch_key=key,
@@ -127,13 +127,13 @@ def _report(store: Store, key: str, runs: list[dict[str, Any]]) -> BatchReport:
         solutions=config.get("solutions"),
         runs=[_run_summary(r) for r in runs],
         gpus=gpus,
-        versions=json.loads(last.get("versions_json") or "{}"),
-        load_errors=json.loads(last.get("load_errors_json") or "[]"),
+        versions=last.versions if last else {},
+        load_errors=last.load_errors if last else [],
         metrics=metrics_by_level(tasks),
         per_candidate=compute_metrics(per_candidate),
         tasks=tasks,
         candidates=[_row(r) for r in records],
-        stages=stage_breakdown(e for r in records for e in store.evaluation_json(r.attempt_id)),
+        stages=stage_breakdown(e for r in records for e in store.evaluations(r.attempt_id)),
         in_flight=len(running),
         oldest_running=[
             RunningAttempt(task=a.task_name, level=a.level, running_s=max(0.0, now - a.started_at))
@@ -147,16 +147,16 @@ def _report(store: Store, key: str, runs: list[dict[str, Any]]) -> BatchReport:
     )
 
 
-def _run_summary(run: dict[str, Any]) -> dict[str, Any]:
+def _run_summary(run: RunRecord) -> dict[str, Any]:
     def when(t: float | None) -> str | None:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else None
 
     return {
-        "id": run["id"],
-        "status": run["status"],
-        "started": when(run["started_at"]),
-        "finished": when(run["finished_at"]),
-        "host": run["host"],
+        "id": run.id,
+        "status": run.status,
+        "started": when(run.started_at),
+        "finished": when(run.finished_at),
+        "host": run.host,
     }
 
 

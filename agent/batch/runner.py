@@ -19,13 +19,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.batch.agent_runs import BatchReferee, NotAttempted, TaskRunner, solve_runner, template_policy
-from agent.batch.config import AttemptOutcome, BatchConfig, EvalJob, JudgingOptions, SolveOutcome, WorkItem
+from agent.batch.agent_runs import (
+    INFRA_VERDICTS,
+    BatchReferee,
+    NotAttempted,
+    TaskRunner,
+    attempt_from_run,
+    provider_outage,
+    solve_runner,
+    template_policy,
+)
+from agent.batch.config import BatchConfig, EvalJob, JudgingOptions, WorkItem
 from agent.batch.environment import gpu_inventory, versions
 from agent.batch.executors import Evaluator
 from agent.batch.jobs import CompileFn, JudgeFn, compile_job, judge_job
-from agent.batch.layouts import discover_solutions, materialize
+from agent.batch.layouts import copy_solution, discover_solutions
 from agent.batch.progress import NullProgress, ProgressState
+from agent.batch.records import AttemptRecord
 from agent.batch.scheduler import BreakerModel, CircuitBreaker
 from agent.batch.store import Store
 from agent.models.base import Model, ModelError
@@ -35,9 +45,6 @@ from agent.tasks import Task, TaskLoadError, load_folder
 from sandbox.base import SandboxError
 
 log = logging.getLogger(__name__)
-
-INFRA_VERDICTS = frozenset({"no_gpu", "referee_error"})
-"""Verdicts about the machinery, not the candidate: recorded as errors and redone on the next run."""
 
 HEARTBEAT_S = 30.0
 
@@ -125,6 +132,12 @@ class BatchRunner:
         self._refreshed: set[str] = set()
         self._gpu_name: str | None = None
         self._lock = threading.Lock()
+        self._solve_options = {
+            **({"model": config.model} if config.model else {}),
+            **config.solve_options,
+            "budget": config.budget,
+        }
+        """SolveConfig fields for every agent run, the budget as the config parsed it."""
 
     # -- the batch ------------------------------------------------------------------------
     def run(self) -> BatchSummary:
@@ -233,20 +246,20 @@ class BatchRunner:
             else:
                 outcome = self._solve(item, out_dir, evaluator)
         except Exception:
-            outcome = AttemptOutcome(status="error", error=traceback.format_exc())
+            outcome = AttemptRecord(status="error", error=traceback.format_exc())
         outcome.wall_s = time.monotonic() - started
         store.finish_attempt(claim.attempt_id, outcome)
         self.progress.end(item, outcome)
         return True
 
     # -- one item -------------------------------------------------------------------------
-    def _judge(self, item: WorkItem, out_dir: Path, evaluator: Evaluator) -> AttemptOutcome:
-        solution = materialize(item, out_dir / "solution")
+    def _judge(self, item: WorkItem, out_dir: Path, evaluator: Evaluator) -> AttemptRecord:
+        solution = copy_solution(item, out_dir / "solution")
         result = evaluator.evaluate(
             EvalJob(task=item.task, solution=solution, options=self._options(item.task)), holder=item.label
         )
         times = result.stage_times
-        return AttemptOutcome(
+        return AttemptRecord(
             status="error" if result.verdict in INFRA_VERDICTS else "done",
             result=result,
             gpu_s=times.candidate_s + times.judge_s,
@@ -254,11 +267,11 @@ class BatchRunner:
             error=result.reason if result.verdict in INFRA_VERDICTS else None,
         )
 
-    def _solve(self, item: WorkItem, out_dir: Path, evaluator: Evaluator) -> AttemptOutcome:
+    def _solve(self, item: WorkItem, out_dir: Path, evaluator: Evaluator) -> AttemptRecord:
         try:
             agent_model = self.model_factory(item)
         except NotAttempted as exc:  # a result (nothing to try), not a failure: not redone
-            return AttemptOutcome(status="done", error=str(exc))
+            return AttemptRecord(status="done", error=str(exc))
         # A region-by-region templates run is no loop's model (agent/run/by_region.py): solve() must
         # see it as it is, and it has no provider to break.
         model = (
@@ -279,46 +292,22 @@ class BatchRunner:
                     model=model,
                     out_dir=run_dir,
                     referee=referee,
-                    options={
-                        **({"model": self.config.model} if self.config.model else {}),
-                        **self.config.solve_options,
-                    },
+                    options=dict(self._solve_options),
                 )
             except ModelError as exc:
                 if exc.transient and attempt + 1 < tries:
                     self.progress.note(f"{item.label}: provider outage ({exc}); retrying after the breaker")
                     continue
-                return AttemptOutcome(
+                return AttemptRecord(
                     status="error",
                     evaluations=referee.evaluations,
                     gpu_s=referee.gpu_s,
                     error=f"model error{' (provider outage)' if exc.transient else ''}: {exc}",
                 )
-            if solved.transient and attempt + 1 < tries:
+            if provider_outage(solved, model) and attempt + 1 < tries:
                 continue
-            return self._solve_outcome(solved, referee)
+            return attempt_from_run(solved, referee)
         raise AssertionError("unreachable")
-
-    @staticmethod
-    def _solve_outcome(solved: SolveOutcome, referee: BatchReferee) -> AttemptOutcome:
-        final = solved.result
-        intermediate = list(referee.evaluations)
-        matches = [i for i, r in enumerate(intermediate) if r == final]
-        if matches:  # the final verdict is stored once, as `final`
-            del intermediate[matches[-1]]
-        failed = solved.status == "error" or (final is not None and final.verdict in INFRA_VERDICTS)
-        return AttemptOutcome(
-            status="error" if failed else "done",
-            result=final,
-            evaluations=intermediate,
-            tokens=solved.tokens,
-            usd=solved.usd,
-            gpu_s=solved.gpu_s or referee.gpu_s,
-            solution_path=str(solved.solution_path) if solved.solution_path else None,
-            transcript_path=str(solved.transcript_path) if solved.transcript_path else None,
-            error=solved.error,
-            regions=solved.regions,
-        )
 
     # -- helpers --------------------------------------------------------------------------
     def _items(self, tasks: list[Task]) -> tuple[list[WorkItem], list[str]]:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
-from typing import Any
 
 from pydantic import BaseModel
+
+from agent.referee.results import EvalResult
 
 # In the order a candidate meets them.
 GROUPS = (
@@ -73,31 +74,30 @@ def judge_group_of(judge_stage: str) -> str:
     return "judge"
 
 
-def evaluation_stages(result: dict[str, Any]) -> dict[str, float]:
-    """Seconds per group of one EvalResult (as stored: JSON)."""
-    times = result.get("stage_times") or {}
+def evaluation_stages(result: EvalResult) -> dict[str, float]:
+    """Seconds per group of one evaluation."""
+    times = result.stage_times
     seconds: dict[str, float] = dict.fromkeys(GROUPS, 0.0)
-    seconds["queued to build"] = float(times.get("build_queue_s") or 0.0)
-    seconds["build"] = float(times.get("compile_s") or 0.0)
-    seconds["queued to judge"] = float(times.get("judge_queue_s") or 0.0)
-    judge_s = float(times.get("judge_s") or 0.0)
+    seconds["queued to build"] = times.build_queue_s
+    seconds["build"] = times.compile_s
+    seconds["queued to judge"] = times.judge_queue_s
     elsewhere = 0.0  # the judge's waits and baselines, grouped with their kind
-    for name, value in (times.get("judge_stages") or {}).items():
+    for name, value in times.judge_stages.items():
         group = judge_group_of(name)
         if group != "judge":
-            seconds[group] += float(value)
-            elsewhere += float(value)
-    seconds["judge"] = max(0.0, judge_s - elsewhere)
-    seconds["GPU memory wait"] = float(times.get("memory_wait_s") or 0.0)  # for its share of it, in a slot
-    stages = times.get("candidate_stages") or {}
+            seconds[group] += value
+            elsewhere += value
+    seconds["judge"] = max(0.0, times.judge_s - elsewhere)
+    seconds["GPU memory wait"] = times.memory_wait_s  # for its share of it, in a slot
+    stages = times.candidate_stages
     for name, value in stages.items():
-        seconds[group_of(name)] += float(value)
+        seconds[group_of(name)] += value
     # The worker's clock starts after its process does: the rest of the run is process start-up.
-    seconds["other"] += max(0.0, float(times.get("candidate_s") or 0.0) - sum(stages.values()))
+    seconds["other"] += max(0.0, times.candidate_s - sum(stages.values()))
     return seconds
 
 
-def stage_breakdown(results: Iterable[dict[str, Any]]) -> list[StageShare]:
+def stage_breakdown(results: Iterable[EvalResult]) -> list[StageShare]:
     per_group: dict[str, list[float]] = {group: [] for group in GROUPS}
     for result in results:
         for group, value in evaluation_stages(result).items():

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.batch.config import AttemptOutcome, BatchConfig, WorkItem
+from agent.batch.config import BatchConfig, WorkItem
 from agent.batch.migrations import MIGRATIONS, statements
-from agent.batch.records import AttemptRecord, evaluation_columns, record_from_row
+from agent.batch.records import AttemptRecord, RunRecord, evaluation_columns, record_from_row, run_from_row
 from agent.batch.store_writer import clear_record, locked_message, store_wait_s, wait_message, write_record
+from agent.referee.results import EvalResult
 from agent.run.region_records import RegionRun
 from agent.tasks import Task
 
@@ -327,9 +328,9 @@ class Store:
                 (status, now, now, run_id),
             )
 
-    def runs(self) -> list[dict[str, Any]]:
+    def runs(self) -> list[RunRecord]:
         with self._lock:
-            return [dict(r) for r in self._db.execute("SELECT * FROM runs ORDER BY id")]
+            return [run_from_row(r) for r in self._db.execute("SELECT * FROM runs ORDER BY id")]
 
     # -- tasks and attempts ---------------------------------------------------------------
     def add_tasks(self, tasks: list[Task]) -> None:
@@ -398,7 +399,7 @@ class Store:
         with self._tx() as db:
             db.execute("UPDATE attempts SET output_dir = ? WHERE id = ?", (str(output_dir), attempt_id))
 
-    def finish_attempt(self, attempt_id: int, outcome: AttemptOutcome) -> None:
+    def finish_attempt(self, attempt_id: int, outcome: AttemptRecord) -> None:
         now = time.time()
         with self._tx() as db:
             db.execute(
@@ -482,13 +483,14 @@ class Store:
                 chosen[key] = rec
         return sorted(chosen.values(), key=lambda r: r.attempt_id)
 
-    def evaluation_json(self, attempt_id: int, role: str = "final") -> list[dict[str, Any]]:
+    def evaluations(self, attempt_id: int, role: str = "final") -> list[EvalResult]:
+        """The referee's verdicts of one attempt in `role` ("final" or "intermediate"), oldest first."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT result_json FROM evaluations WHERE attempt_id = ? AND role = ? ORDER BY id",
                 (attempt_id, role),
             ).fetchall()
-        return [json.loads(r["result_json"]) for r in rows]
+        return [EvalResult.model_validate_json(r["result_json"]) for r in rows]
 
     def region_runs(self, attempt_ids: list[int]) -> dict[int, RegionRun]:
         """The regions of those attempts that ran region by region, by attempt id."""

@@ -257,13 +257,12 @@ def batch_command(
         fail(f"--region-allocation {region_allocation!r}: choose one of gain, uniform")
     check_seconds("--inspect-timeout", inspect_timeout)
     gpu_ids = _gpu_ids(gpus) if gpus is not None else None
-    if budget is not None:
-        from agent.budget import BudgetLimits, BudgetSpecError
+    from agent.budget import BudgetLimits, BudgetSpecError
 
-        try:
-            BudgetLimits().with_spec(budget)
-        except BudgetSpecError as exc:
-            fail(str(exc))
+    try:
+        limits = BudgetLimits().with_spec(budget)  # parsed once, handed to the config
+    except BudgetSpecError as exc:
+        fail(str(exc))
     request_timeout_s = request_timeout_option(request_timeout)
     context = context_options(context_tokens)
     from sandbox.base import sandbox_kinds
@@ -324,28 +323,31 @@ def batch_command(
     workers = compile_workers or os.cpu_count() or 1
     # Every GPU slot busy, with one compiled candidate more per slot waiting behind it.
     default_concurrency = 8 if model else workers + 2 * evals_per_gpu * max(1, len(gpu_list))
-    config = BatchConfig(
-        tasks=tasks,
-        mode="agent" if model else "solutions",
-        model=model,
-        solutions=solutions,
-        samples=samples,
-        out=out,
-        store=store_path,
-        gpus=gpu_list,
-        concurrency=concurrency or default_concurrency,
-        compile_workers=workers,
-        evals_per_gpu=evals_per_gpu,
-        executor=executor,  # type: ignore[arg-type]
-        address=address,
-        eval=judging,
-        redo=redo or [],
-        retry_errors=retry_errors,
-        solve_options=({"budget": budget} if budget else {})
-        | ({"region_allocation": region_allocation} if region_allocation else {})
-        | context,
-        request_timeout_s=request_timeout_s,
-        inspect_timeout_s=inspect_timeout,
+    config = BatchConfig.model_validate(
+        {
+            "tasks": tasks,
+            "mode": "agent" if model else "solutions",
+            "model": model,
+            "solutions": solutions,
+            "samples": samples,
+            "out": out,
+            "store": store_path,
+            "gpus": gpu_list,
+            "concurrency": concurrency or default_concurrency,
+            "compile_workers": workers,
+            "evals_per_gpu": evals_per_gpu,
+            "executor": executor,
+            "address": address,
+            "eval": judging,
+            "redo": redo or [],
+            "retry_errors": retry_errors,
+            "solve_options": ({"budget": budget} if budget else {})
+            | ({"region_allocation": region_allocation} if region_allocation else {})
+            | context,
+            "request_timeout_s": request_timeout_s,
+            "inspect_timeout_s": inspect_timeout,
+        },
+        context={"budget": limits},
     )
     if as_json:
         progress: ProgressState = NullProgress()

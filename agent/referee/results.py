@@ -2,36 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from agent.build.compile import CompileResult
 from agent.referee.policy import TolerancePolicy
+from agent.tasks import TaskRef
 from agent.verdicts import Verdict
-
-if TYPE_CHECKING:
-    from agent.tasks import Task
-
-
-class TaskRef(BaseModel):
-    name: str
-    key: str
-    sha256: str
-    path: str
-    level: int | None = None
-    problem_id: int | None = None
-
-    @classmethod
-    def of(cls, task: Task) -> TaskRef:
-        return cls(
-            name=task.name,
-            key=task.key,
-            sha256=task.sha256,
-            path=str(task.path),
-            level=task.level,
-            problem_id=task.problem_id,
-        )
 
 
 class SolutionRef(BaseModel):

@@ -23,6 +23,7 @@ from agent.referee.results import (
     TimingStats,
 )
 from agent.tasks import Task
+from agent.tools.candidates import SandboxOpener, sandbox_for
 from agent.workspace import Workspace
 from sandbox.base import Sandbox
 
@@ -40,9 +41,12 @@ class FakeVerdictReferee:
     def device(self) -> str | None:
         return "fake GPU (verdicts are scripted)"
 
-    def evaluate(self, task: Task, workspace: Workspace, *, sandbox: Sandbox, profile: bool) -> EvalResult:
+    def evaluate(
+        self, task: Task, workspace: Workspace, *, sandbox: Sandbox | SandboxOpener, profile: bool
+    ) -> EvalResult:
         self.calls += 1
-        compiled = compile_solution(workspace, sandbox, arch=self.arch)
+        with sandbox_for(sandbox) as box:
+            compiled = compile_solution(workspace, box, arch=self.arch)
         verdict = self.verdict if compiled.ok else "compile_error"
         performance = None
         if compiled.ok and profile and verdict == "correct":

@@ -27,8 +27,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from agent.batch.agent_runs import BatchReferee
-from agent.batch.config import AttemptOutcome, BatchConfig, JudgingOptions, WorkItem
+from agent.batch.config import BatchConfig, JudgingOptions, WorkItem
 from agent.batch.executors import Evaluator
+from agent.batch.records import AttemptRecord
 from agent.batch.stages import StageShare, stage_breakdown
 from agent.batch.store import Store
 from agent.messages import SystemMessage, ToolCall, UserMessage
@@ -40,7 +41,7 @@ from agent.run.loop import AgentLoop
 from agent.run.setup import run_prompts, transcript_header, versions
 from agent.tasks import Task
 from agent.tools import ToolOutput
-from agent.tools.candidates import Referee
+from agent.tools.candidates import Referee, SandboxOpener
 from agent.transcripts.format import RunEndEvent, TranscriptWriter
 from agent.workspace import Workspace
 from sandbox.base import Sandbox
@@ -66,7 +67,9 @@ class DedupReferee:
     def device(self) -> str | None:
         return self.inner.device()
 
-    def evaluate(self, task: Task, workspace: Workspace, *, sandbox: Sandbox, profile: bool) -> EvalResult:
+    def evaluate(
+        self, task: Task, workspace: Workspace, *, sandbox: Sandbox | SandboxOpener, profile: bool
+    ) -> EvalResult:
         key = (task.sha256, workspace.content_hash(), profile)
         with self._lock:
             verdict = self._verdicts.get(key)
@@ -167,7 +170,7 @@ def run_rollouts(
         judged=referee.judged,
         reused=referee.reused,
         gpu_s=sum(r.stage_times.candidate_s + r.stage_times.judge_s for r in referee.results),
-        stages=stage_breakdown(r.model_dump(mode="json") for r in referee.results),
+        stages=stage_breakdown(referee.results),
         wall_s=time.monotonic() - started,
         store=str(batch.store),
     )
@@ -207,7 +210,7 @@ class _Rollout:
             self.store.set_output_dir(claim.attempt_id, folder)
             self.store.finish_attempt(
                 claim.attempt_id,
-                AttemptOutcome(
+                AttemptRecord(
                     status="done",
                     result=result,
                     wall_s=wall_s,

@@ -78,7 +78,7 @@ GPU_FIELDS = ("sm_count", "max_shared", "max_shared_optin", "max_threads", "warp
 _BIG = 1.0e300  # finite bound for Box spaces (gymnasium warns about infinite ones)
 
 Judgement = float | int | str | Outcome | None
-Evaluator = Callable[["SlotTask", Config], Judgement]
+ConfigJudge = Callable[["SlotTask", Config], Judgement]
 
 
 @dataclass
@@ -268,7 +268,7 @@ class SlotEnv(_Base):
     def __init__(
         self,
         task: SlotTask,
-        evaluate: Evaluator | None = None,
+        evaluate: ConfigJudge | None = None,
         *,
         batch_size: int = 4,
         max_steps: int = 8,
@@ -276,7 +276,7 @@ class SlotEnv(_Base):
     ) -> None:
         self.task = task
         self.space = task.space
-        self.evaluate: Evaluator = evaluate or PolicyEvaluator()
+        self.evaluate: ConfigJudge = evaluate or PolicyEvaluator()
         self.batch_size = batch_size
         self.max_steps = max_steps
         self.tie_rtol = tie_rtol
@@ -522,7 +522,7 @@ class SlotVectorEnv:
 
     @classmethod
     def from_tasks(
-        cls, tasks: Sequence[SlotTask], evaluate: Evaluator | None = None, **options: Any
+        cls, tasks: Sequence[SlotTask], evaluate: ConfigJudge | None = None, **options: Any
     ) -> SlotVectorEnv:
         autoreset = options.pop("autoreset", False)
         shared = evaluate or PolicyEvaluator()

@@ -6,6 +6,7 @@ write the output folder (model_new.py, result.json, regions.json, run.json, repo
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -161,8 +162,10 @@ def _judge(state: RegionState, task: Task, chosen: list[int], k: int) -> tuple[E
     solution = open_solution(path)
     referee = with_policy(state.referee, judged_policy)
     started = time.monotonic()
-    with open_sandbox(config.sandbox, workspace=solution.root, **dict(state.sandbox_options)) as box:
-        result = referee.evaluate(task, solution, sandbox=box, profile=True)  # type: ignore[arg-type]
+    opener = functools.partial(
+        open_sandbox, config.sandbox, workspace=solution.root, **dict(state.sandbox_options)
+    )
+    result = referee.evaluate(task, solution, sandbox=opener, profile=True)  # type: ignore[arg-type]
     times = result.stage_times
     state.usage.gpu += times.candidate_s + times.judge_s if times.total_s > 0 else time.monotonic() - started
     log.info("composition %d (%s): %s", k, ", ".join(f"r{i:02d}" for i in chosen), result.verdict)

@@ -85,7 +85,7 @@ def transcript_header(
     return Header(
         run_id=uuid.uuid4().hex,
         started_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        task=task_identity(task),
+        task=TaskIdentity.of(task),
         model=model,
         config=config,
         tools=list(tools),
@@ -94,18 +94,6 @@ def transcript_header(
         versions=versions(),
         gpu=gpu,
         sandbox=sandbox,
-    )
-
-
-def task_identity(task: Task) -> TaskIdentity:
-    return TaskIdentity(
-        name=task.name,
-        key=task.key,
-        sha256=task.sha256,
-        path=str(task.path),
-        level=task.level,
-        problem_id=task.problem_id,
-        inputs=task.spec.describe() if task.spec else "",
     )
 
 

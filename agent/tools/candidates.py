@@ -8,7 +8,9 @@ whatever the model does to the workspace afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -20,6 +22,8 @@ from sandbox.base import Sandbox
 
 Baseline = Literal["eager", "compile"]
 EvaluationSource = Literal["verify", "profile", "submit"]
+SandboxOpener = Callable[[], Sandbox]
+"""Opens a sandbox for one evaluation, of the caller's kind and options (the referee closes it)."""
 
 
 class Referee(Protocol):
@@ -27,9 +31,22 @@ class Referee(Protocol):
         """The GPU verdicts are judged on, or None when there is none."""
         ...
 
-    def evaluate(self, task: Task, workspace: Workspace, *, sandbox: Sandbox, profile: bool) -> EvalResult:
-        """Compile, verify and (with `profile`) time the workspace as it is now."""
+    def evaluate(
+        self, task: Task, workspace: Workspace, *, sandbox: Sandbox | SandboxOpener, profile: bool
+    ) -> EvalResult:
+        """Compile, verify and (with `profile`) time the workspace as it is now, in `sandbox` or in one
+        the opener opens for this call (a referee that judges elsewhere, the batch's, never opens it)."""
         ...
+
+
+@contextlib.contextmanager
+def sandbox_for(sandbox: Sandbox | SandboxOpener) -> Iterator[Sandbox]:
+    """The sandbox itself (left open), or one the opener opens for the block (closed after it)."""
+    if isinstance(sandbox, Sandbox):
+        yield sandbox
+        return
+    with sandbox() as box:
+        yield box
 
 
 @dataclass(frozen=True)
@@ -42,12 +59,15 @@ class RefereeAdapter:
     def device(self) -> str | None:
         return visible_gpu()
 
-    def evaluate(self, task: Task, workspace: Workspace, *, sandbox: Sandbox, profile: bool) -> EvalResult:
+    def evaluate(
+        self, task: Task, workspace: Workspace, *, sandbox: Sandbox | SandboxOpener, profile: bool
+    ) -> EvalResult:
         from agent.referee import evaluate
 
-        return evaluate(
-            task, workspace, self.options.model_copy(update={"profile": profile}), sandbox=sandbox
-        )
+        with sandbox_for(sandbox) as box:
+            return evaluate(
+                task, workspace, self.options.model_copy(update={"profile": profile}), sandbox=box
+            )
 
 
 @functools.cache

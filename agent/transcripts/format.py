@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from agent.budget import BudgetLimits, BudgetUsage
 from agent.messages import Message, ModelResponse, ToolCall, ToolSpec
 from agent.stops import RunStatus
+from agent.tasks import Task, TaskRef
 from agent.transcripts.compact import COMPACTION, Compactor
 from agent.verdicts import Verdict
 
@@ -31,14 +32,16 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class TaskIdentity(_Record):
-    name: str
-    key: str
-    sha256: str
-    path: str
-    level: int | None = None
-    problem_id: int | None = None
+class TaskIdentity(TaskRef):
+    """The header's task: its TaskRef and its input spec."""
+
+    model_config = ConfigDict(extra="forbid")
+
     inputs: str = Field(default="", description="the input spec, e.g. 'float32[4096, 16384]'")
+
+    @classmethod
+    def of(cls, task: Task) -> TaskIdentity:
+        return cls(**TaskRef.of(task).model_dump(), inputs=task.spec.describe() if task.spec else "")
 
 
 class Header(_Record):

@@ -1,4 +1,4 @@
-"""Measuring points on the GPU: the search's Evaluator over the worker and the judge."""
+"""Measuring points on the GPU: the search's PointMeasurer over the worker and the judge."""
 
 from __future__ import annotations
 

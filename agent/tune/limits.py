@@ -35,7 +35,7 @@ class BudgetSpec(BaseModel):
         return ", ".join(parts)
 
 
-class BudgetUsage(BaseModel):
+class TuneUsage(BaseModel):
     evaluations: int
     gpu_seconds: float
     wall_seconds: float
@@ -87,8 +87,8 @@ class TuneBudget:
                 left = min(left, (self.spec.wall_seconds - self.wall_seconds) / seconds_per_eval)
         return max(0, int(left)) if left != float("inf") else 1 << 30
 
-    def usage(self) -> BudgetUsage:
-        return BudgetUsage(
+    def usage(self) -> TuneUsage:
+        return TuneUsage(
             evaluations=self.evaluations,
             gpu_seconds=self.gpu_seconds,
             wall_seconds=self.wall_seconds,

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agent.tune.limits import BudgetSpec, BudgetUsage
+from agent.tune.limits import BudgetSpec, TuneUsage
 
 Status = Literal["ok", "incorrect", "failed", "crashed", "timeout"]
 
@@ -51,7 +51,7 @@ class SearchOutcome(BaseModel):
     history: list[Measurement]
     finalists: list[Finalist] = Field(default_factory=list)
     stop_reason: str
-    usage: BudgetUsage
+    usage: TuneUsage
     phases: dict[str, int] = Field(default_factory=dict, description="evaluations per phase")
 
     @property

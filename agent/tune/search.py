@@ -40,7 +40,7 @@ class Retimed(BaseModel):
     gpu_s: float = 0.0
 
 
-class Evaluator(Protocol):
+class PointMeasurer(Protocol):
     def measure(self, points: Sequence[Point], phase: str) -> list[Measurement]: ...
 
     def retime(self, points: Sequence[Point], rounds: int) -> Retimed | None: ...
@@ -65,7 +65,7 @@ class Search:
         self,
         space: Space,
         budget: TuneBudget,
-        evaluator: Evaluator,
+        evaluator: PointMeasurer,
         options: SearchOptions | None = None,
         *,
         default: Point | None = None,

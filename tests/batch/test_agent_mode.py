@@ -56,12 +56,12 @@ def test_agent_solve_runs_under_the_batch(tmp_path: Path, evaluator: LocalEvalua
     with Store(config.store) as store:
         results = {r.task_name: r for r in store.results()}
         attempts = store.attempts()
-        intermediate = store.evaluation_json(results["1_A"].attempt_id, role="intermediate")
+        intermediate = store.evaluations(results["1_A"].attempt_id, role="intermediate")
     a = results["1_A"]
     assert a.speedup_eager == 1.6 and a.tokens == 3000 and a.usd == 1.5
     assert a.transcript_path and Path(a.transcript_path).is_file()
     assert a.solution_path and (Path(a.solution_path) / "model_new.py").is_file()
-    assert len(intermediate) == 1 and intermediate[0]["verdict"] == "correct"  # the verify before submit
+    assert len(intermediate) == 1 and intermediate[0].verdict == "correct"  # the verify before submit
     assert len(attempts) == 2
     entries = read_log(log)
     assert len(entries) == 4  # verify + submit of each run, all through the GPU slots

@@ -147,6 +147,6 @@ def test_the_real_referee_judges_through_the_batch_on_the_cpu_device(tmp_path: P
     assert summary.counts == {"correct": 1, "compile_error": 1}
     with Store(config.store) as store:
         (correct,) = [r for r in store.results() if r.verdict == "correct"]
-        (result,) = store.evaluation_json(correct.attempt_id)
+        (result,) = store.evaluations(correct.attempt_id)
     assert correct.speedup_eager is not None and correct.gpu_s > 0
-    assert result["correctness"]["trials_run"] == 2
+    assert result.correctness is not None and result.correctness.trials_run == 2

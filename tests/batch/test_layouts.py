@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.batch.layouts import discover_solutions, materialize
+from agent.batch.layouts import copy_solution, discover_solutions
 from agent.tasks import load_folder
 from agent.workspace import Workspace
 from tests.batch.helpers import make_tasks, make_workspace_solution
@@ -100,7 +100,7 @@ def test_materialize_copies_a_workspace_and_leaves_the_source_untouched(tmp_path
     (source / "expected.json").write_text("{}")  # not a model file: not copied
     before = tree_digest(sols)
     item = discover_solutions(sols, tasks).items[0]
-    dest = materialize(item, tmp_path / "attempt" / "solution")
+    dest = copy_solution(item, tmp_path / "attempt" / "solution")
     ws = Workspace.open(dest)
     assert set(ws.model_files()) == {"model_new.py", "kernels/k.cu"}
     assert (dest / "reference.py").read_text() == item.task.source
@@ -116,7 +116,7 @@ def test_materialize_copies_a_single_file(tmp_path: Path, tasks: list) -> None:
     runs.mkdir()
     (runs / "level_1_problem_23_sample_0_kernel.py").write_text("class ModelNew: ...\n")
     item = discover_solutions(runs, tasks).items[0]
-    path = materialize(item, tmp_path / "copy")
+    path = copy_solution(item, tmp_path / "copy")
     assert path == tmp_path / "copy" / "level_1_problem_23_sample_0_kernel.py"
     assert path.read_text() == "class ModelNew: ...\n"
     assert sorted(p.name for p in runs.iterdir()) == ["level_1_problem_23_sample_0_kernel.py"]

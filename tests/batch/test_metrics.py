@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.batch.config import AttemptOutcome, WorkItem
+from agent.batch.config import WorkItem
 from agent.batch.metrics import (
     Sample,
     best_per_task,
@@ -17,6 +17,7 @@ from agent.batch.metrics import (
     geomean_speedup,
     metrics_by_level,
 )
+from agent.batch.records import AttemptRecord
 from agent.batch.report import build_reports, render_markdown
 from agent.batch.store import Store
 from agent.referee.results import EvalResult
@@ -131,7 +132,7 @@ def test_a_hack_flagged_candidate_is_correct_but_its_speed_counts_nowhere(tmp_pa
         for task, result in zip(tasks, [clean, flagged], strict=True):
             claim = store.claim(run, config.batch_key(), WorkItem(task=task, candidate="base"))
             assert claim is not None
-            store.finish_attempt(claim.attempt_id, AttemptOutcome(status="done", result=result))
+            store.finish_attempt(claim.attempt_id, AttemptRecord(status="done", result=result))
         store.finish_run(run, "finished")
         assert [r.flags for r in store.results()] == [(), ("own_kernels_never_ran",)]
     (report,) = build_reports(config.store)

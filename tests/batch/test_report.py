@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from agent.batch.config import AttemptOutcome, EvalJob, JudgingOptions, WorkItem
+from agent.batch.config import EvalJob, JudgingOptions, WorkItem
 from agent.batch.fakes import fake_compile, fake_result
+from agent.batch.records import AttemptRecord
 from agent.batch.report import build_reports, render_markdown
 from agent.batch.report_files import write_reports
 from agent.batch.store import Store
@@ -49,10 +50,10 @@ def fill_store(tmp_path: Path) -> Path:
             claim = store.claim(run, config.batch_key(), item)
             assert claim is not None
             if spec is None:
-                outcome = AttemptOutcome(status="error", error="Traceback...\nRuntimeError: worker died")
+                outcome = AttemptRecord(status="error", error="Traceback...\nRuntimeError: worker died")
             else:
                 job = EvalJob(task=item.task, solution=item.task.path, options=JudgingOptions())
-                outcome = AttemptOutcome(
+                outcome = AttemptRecord(
                     status="done",
                     result=fake_result(job, fake_compile(job), spec),
                     usd=usd,

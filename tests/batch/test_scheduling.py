@@ -357,8 +357,8 @@ def test_live_display_renders(tmp_path: Path) -> None:
 
     from rich.console import Console
 
-    from agent.batch.config import AttemptOutcome
     from agent.batch.progress import LiveProgress
+    from agent.batch.records import AttemptRecord
     from agent.tasks import load_folder
 
     (task,) = load_folder(make_tasks(tmp_path / "tasks", {1: ["1_A"]}), instantiate=False)[0]
@@ -367,7 +367,7 @@ def test_live_display_renders(tmp_path: Path) -> None:
     progress.start(3, "batch test")
     item = WorkItem(task=task, candidate="v[2]")
     progress.begin(item)
-    progress.end(item, AttemptOutcome(status="error", error="Traceback\nRuntimeError: boom", usd=1.25))
+    progress.end(item, AttemptRecord(status="error", error="Traceback\nRuntimeError: boom", usd=1.25))
     progress.begin(WorkItem(task=task, candidate="base"))
     progress.stop()
     text = buffer.getvalue()

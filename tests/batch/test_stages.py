@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.batch.config import AttemptOutcome, WorkItem
+from agent.batch.config import WorkItem
+from agent.batch.records import AttemptRecord
 from agent.batch.report import build_reports, render_markdown
 from agent.batch.stages import evaluation_stages, stage_breakdown
 from agent.batch.store import Store
@@ -24,7 +25,7 @@ MEASURED = Path(__file__).resolve().parents[2] / (
 
 def test_stages_group_as_a_reader_compares_them() -> None:
     result = json.loads(MEASURED.read_text())
-    seconds = evaluation_stages(result)
+    seconds = evaluation_stages(EvalResult.model_validate(result))
     stages = result["stage_times"]["candidate_stages"]
     assert seconds["build"] == pytest.approx(27.735, abs=1e-3)
     assert seconds["judge"] == pytest.approx(14.092, abs=1e-3)
@@ -47,7 +48,7 @@ def test_stages_group_as_a_reader_compares_them() -> None:
 
 def test_the_breakdown_sums_evaluations_and_gives_shares() -> None:
     result = json.loads(MEASURED.read_text())
-    shares = {s.stage: s for s in stage_breakdown([result, result])}
+    shares = {s.stage: s for s in stage_breakdown([EvalResult.model_validate(result)] * 2)}
     assert shares["build"].evaluations == 2 and shares["build"].total_s == pytest.approx(2 * 27.735, abs=1e-3)
     assert sum(s.share for s in shares.values()) == pytest.approx(1.0)
 
@@ -62,7 +63,7 @@ def test_the_report_shows_where_the_time_went(tmp_path: Path) -> None:
         claim = store.claim(run, config.batch_key(), WorkItem(task=task, candidate="base"))
         assert claim is not None
         measured = EvalResult.model_validate_json(MEASURED.read_text())
-        store.finish_attempt(claim.attempt_id, AttemptOutcome(status="done", result=measured))
+        store.finish_attempt(claim.attempt_id, AttemptRecord(status="done", result=measured))
         store.finish_run(run, "finished")
     (report,) = build_reports(config.store)
     shares = {s.stage: s for s in report.stages}
@@ -85,9 +86,9 @@ def test_the_judges_waits_and_baselines_are_told_apart_from_the_rest_of_its_time
         "torch.compile timing": 4.0,
     }
     without_judge_stages = evaluation_stages(
-        {**result, "stage_times": {**result["stage_times"], "judge_stages": {}}}
+        EvalResult.model_validate({**result, "stage_times": {**result["stage_times"], "judge_stages": {}}})
     )
-    seconds = evaluation_stages(result)
+    seconds = evaluation_stages(EvalResult.model_validate(result))
     assert seconds["GPU wait"] == pytest.approx(without_judge_stages["GPU wait"] + 10.0 + 5.0 + 6.0)
     assert seconds["baselines"] == pytest.approx(68.0)
     assert seconds["judge"] == pytest.approx(100.0 - 21.0 - 68.0)
@@ -100,7 +101,7 @@ def test_the_judges_waits_and_baselines_are_told_apart_from_the_rest_of_its_time
 def test_the_batchs_queues_are_their_own_stages() -> None:
     result = json.loads(MEASURED.read_text())
     result["stage_times"] |= {"build_queue_s": 7.0, "judge_queue_s": 120.0}
-    seconds = evaluation_stages(result)
+    seconds = evaluation_stages(EvalResult.model_validate(result))
     assert seconds["queued to build"] == 7.0 and seconds["queued to judge"] == 120.0
     assert list(seconds)[:3] == ["queued to build", "build", "queued to judge"]  # in the order met
     assert sum(seconds.values()) == pytest.approx(
@@ -115,9 +116,9 @@ def test_a_wait_for_gpu_memory_is_its_own_row() -> None:
     """It holds one of the GPU's slots while nothing runs: the measured H200 batch lost half its
     slots that way, which "GPU wait" (the gate) does not say."""
     result = json.loads(MEASURED.read_text())
-    before = evaluation_stages(result)
+    before = evaluation_stages(EvalResult.model_validate(result))
     result["stage_times"]["memory_wait_s"] = 42.0
-    seconds = evaluation_stages(result)
+    seconds = evaluation_stages(EvalResult.model_validate(result))
     assert seconds["GPU memory wait"] == pytest.approx(42.0)
     assert seconds["GPU wait"] == pytest.approx(before["GPU wait"])
     assert seconds["queued to judge"] == pytest.approx(before["queued to judge"])

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.batch.config import AttemptOutcome, BatchConfig, EvalJob, JudgingOptions, WorkItem
+from agent.batch.config import BatchConfig, EvalJob, JudgingOptions, WorkItem
 from agent.batch.fakes import fake_compile, fake_result
 from agent.batch.migrations import MIGRATIONS
+from agent.batch.records import AttemptRecord
 from agent.batch.store import Store, StoreError
 from agent.tasks import load_folder
 from tests.batch.helpers import REPO, fake_config, make_tasks, make_workspace_solution, read_log
@@ -35,10 +36,10 @@ def config(tmp_path: Path) -> BatchConfig:
     return fake_config(tmp_path, tmp_path / "tasks", tmp_path / "sols")
 
 
-def done(item: WorkItem, verdict: str = "correct") -> AttemptOutcome:
+def done(item: WorkItem, verdict: str = "correct") -> AttemptRecord:
     job = EvalJob(task=item.task, solution=item.task.path, options=JudgingOptions())
     result = fake_result(job, fake_compile(job), {"verdict": verdict, "speedup_eager": 1.5})
-    return AttemptOutcome(status="done", result=result, tokens=10, usd=0.5, wall_s=1.0)
+    return AttemptRecord(status="done", result=result, tokens=10, usd=0.5, wall_s=1.0)
 
 
 def test_schema_is_migrated_once_and_newer_schemas_are_refused(tmp_path: Path) -> None:
@@ -73,7 +74,7 @@ def test_claim_skips_done_items_and_retries_errors(tmp_path: Path, items: list[W
 
         claim_b = store.claim(run, "k", b)
         assert claim_b is not None
-        store.finish_attempt(claim_b.attempt_id, AttemptOutcome(status="error", error="boom"))
+        store.finish_attempt(claim_b.attempt_id, AttemptRecord(status="error", error="boom"))
         assert store.claim(run, "k", b, retry_errors=False) is None
         retry = store.claim(run, "k", b)
         assert retry is not None and retry.attempt_id != claim_b.attempt_id
@@ -83,7 +84,7 @@ def test_claim_skips_done_items_and_retries_errors(tmp_path: Path, items: list[W
         assert results[a.item_key].speedup_eager == 1.5
         assert results[b.item_key].status == "error"  # the retry is still running
         assert c.item_key not in results
-        assert store.evaluation_json(claim_a.attempt_id)[0]["verdict"] == "correct"
+        assert store.evaluations(claim_a.attempt_id)[0].verdict == "correct"
 
 
 def test_a_running_attempt_of_a_dead_process_is_abandoned_and_redone(

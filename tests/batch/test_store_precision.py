@@ -6,8 +6,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from agent.batch.config import AttemptOutcome, EvalJob, JudgingOptions, WorkItem
+from agent.batch.config import EvalJob, JudgingOptions, WorkItem
 from agent.batch.fakes import fake_compile, fake_result
+from agent.batch.records import AttemptRecord
 from agent.batch.store import Store
 from agent.referee.results import PrecisionReport
 from agent.tasks import load_folder
@@ -31,7 +32,7 @@ def test_an_evaluations_precision_and_measured_class_are_columns(tmp_path: Path)
             result = result.model_copy(update={"precision": precision, "precision_check": check})
             claim = store.claim(run, "k", item)
             assert claim is not None
-            store.finish_attempt(claim.attempt_id, AttemptOutcome(status="done", result=result))
+            store.finish_attempt(claim.attempt_id, AttemptRecord(status="done", result=result))
     with sqlite3.connect(tmp_path / "s.sqlite") as db:
         rows = db.execute("SELECT precision, measured_precision FROM evaluations ORDER BY id").fetchall()
     assert rows == [("tf32", "tf32"), (None, None)]

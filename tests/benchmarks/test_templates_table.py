@@ -59,7 +59,8 @@ def test_a_resumed_batch_counts_each_task_once(tmp_path) -> None:
     """A batch resumed after its machine went away holds the killed run's `abandoned` attempts
     beside the ones that redid them: the table counts the redone attempt, once, and a task still
     running when the store was copied by its latest attempt."""
-    from agent.batch.config import AttemptOutcome, WorkItem
+    from agent.batch.config import WorkItem
+    from agent.batch.records import AttemptRecord
     from agent.batch.store import Store
     from agent.tasks import load_folder
     from tests.batch.helpers import fake_config, make_tasks
@@ -76,12 +77,12 @@ def test_a_resumed_batch_counts_each_task_once(tmp_path) -> None:
             claim = store.claim(first, "k", item)
             assert claim is not None
             if item is a:
-                store.finish_attempt(claim.attempt_id, AttemptOutcome(status="done", wall_s=1.0))
+                store.finish_attempt(claim.attempt_id, AttemptRecord(status="done", wall_s=1.0))
         store.abandon_running(first, "the machine went away")  # b and c were in flight
         second = store.start_run(config, versions={}, gpus=[])
         redo = store.claim(second, "k", b)
         assert redo is not None
-        store.finish_attempt(redo.attempt_id, AttemptOutcome(status="done", wall_s=2.0))
+        store.finish_attempt(redo.attempt_id, AttemptRecord(status="done", wall_s=2.0))
     with Store(path, readonly=True) as store:
         counted = [(r.task_name, r.status, r.wall_s) for r in tt.counted_attempts(store)]
     assert counted == [("1_A", "done", 1.0), ("3_C", "abandoned", 0.0), ("2_B", "done", 2.0)]

@@ -16,8 +16,9 @@ import pytest
 import torch
 
 import agent.tools.pipeline
-from agent.batch.config import AttemptOutcome, EvalJob, JudgingOptions, WorkItem
+from agent.batch.config import EvalJob, JudgingOptions, WorkItem
 from agent.batch.fakes import fake_compile, fake_result
+from agent.batch.records import AttemptRecord
 from agent.batch.report import build_reports, render_markdown
 from agent.batch.runner import BatchRunner
 from agent.batch.store import Store
@@ -277,7 +278,7 @@ def test_the_batch_store_keeps_a_models_regions_and_the_report_shows_them(tmp_pa
         claim = store.claim(run, config.batch_key(), WorkItem(task=task, candidate="sample_0"))
         job = EvalJob(task=task, solution=task.path, options=JudgingOptions())
         result = fake_result(job, fake_compile(job), {"speedup_eager": 1.2, "speedup_compile": 1.05})
-        store.finish_attempt(claim.attempt_id, AttemptOutcome(status="done", result=result, regions=regions))
+        store.finish_attempt(claim.attempt_id, AttemptRecord(status="done", result=result, regions=regions))
         store.finish_run(run, "finished")
         assert store.region_runs([claim.attempt_id]) == {claim.attempt_id: regions}
 

@@ -15,6 +15,7 @@ from agent.build.compile import CompileResult, compile_solution
 from agent.referee import EvalResult, PerformanceReport, Speedup, TimingStats
 from agent.referee.results import FailureReport, SolutionRef, StageTimes, TaskRef
 from agent.tasks import Task
+from agent.tools.candidates import sandbox_for
 from agent.workspace import Workspace
 from sandbox.base import Sandbox
 
@@ -92,11 +93,11 @@ class FakeReferee:
     def evaluate(self, task: Task, workspace: Workspace, *, sandbox: Sandbox, profile: bool) -> EvalResult:
         self.calls.append((workspace.content_hash(), profile))
         text = "\n".join(workspace.model_files().values())
-        compiled = (
-            compile_solution(workspace, sandbox, arch="sm_90")
-            if self.compile_for_real
-            else fake_compile_result(workspace)
-        )
+        if self.compile_for_real:
+            with sandbox_for(sandbox) as box:
+                compiled = compile_solution(workspace, box, arch="sm_90")
+        else:
+            compiled = fake_compile_result(workspace)
         verdict_match = _VERDICT.search(text)
         verdict = verdict_match[1] if verdict_match else "correct"
         if self.gpu is None:
