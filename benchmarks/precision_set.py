@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -392,19 +392,24 @@ def main() -> int:
         return 0
     started = time.monotonic()
     rows: list[dict] = []
+    command = ("python benchmarks/precision_set.py " + " ".join(sys.argv[1:])).strip()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for row in pool.map(lambda c: judge(c, args.trials), candidates):
+        for future in as_completed([pool.submit(judge, c, args.trials) for c in candidates]):
+            row = future.result()
             rows.append(row)
             print(
                 f"{row['name']:55} label {row['label']:11} measured {row['match']['measured']} "
                 f"fp32 {row['fp32']['verdict']:16} right {row['right']} ({row['seconds']} s)",
                 flush=True,
             )
-    command = "python benchmarks/precision_set.py " + " ".join(sys.argv[1:])
-    text = table(rows, command.strip(), time.monotonic() - started)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+            # written as rows come in: a run cut short keeps what it judged
+            partial = "" if len(rows) == len(candidates) else f" (partial: {len(rows)} of {len(candidates)})"
+            args.out.write_text(table(rows, command + partial, time.monotonic() - started))
+            args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
+    rows.sort(key=lambda r: [c.name for c in candidates].index(r["name"]))
+    text = table(rows, command, time.monotonic() - started)
     args.out.write_text(text)
-    args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
     print(text)
     fine = all(r["right"] for r in rows) and all(r["fp32_right"] for r in rows if r["label"] == "fp32")
     return 0 if fine else 1

@@ -44,7 +44,7 @@ start)
                 tests/adversarial -q -p no:cacheprovider --timeout 280 -rA > "$out/referee/pytest_gpu_adversarial.log" 2>&1
         }
         precision() {
-            python3 benchmarks/precision_set.py --jobs 4 --out "$out/precision/set.md"
+            python3 benchmarks/precision_set.py --jobs "${PRECISION_JOBS:-4}" --out "$out/precision/set.md"
             echo "precision_set exit $?"
             python3 benchmarks/verify_cost.py --old .old --runs 2 --out "$out/precision/verify_cost.md"
             echo "verify_cost exit $?"
