@@ -1,4 +1,4 @@
-"""One home per concept (issue 46): a class, protocol or function that names a concept is defined
+"""One home per concept: a class, protocol or function that names a concept is defined
 once in agent/, and the others import it. Grepping the source keeps a second definition from
 creeping back under the same name."""
 
