@@ -46,3 +46,14 @@ def test_no_second_outcome_type_in_the_batch() -> None:
     for path, text in sources().items():
         for name in ("SolveOutcome", "AttemptOutcome"):
             assert f"class {name}" not in text, f"{path}: {name} is back; use AttemptRecord"
+
+
+def test_only_agent_gpus_asks_what_the_gpus_are() -> None:
+    """nvidia-smi and torch's device properties are read in agent/gpus.py; the rest asks it."""
+    asking = re.compile(r"""["']nvidia-smi["']|get_device_properties\(""")
+    found = [
+        str(path.relative_to(AGENT.parent))
+        for path, text in sources().items()
+        if path.name != "gpus.py" and asking.search(text)
+    ]
+    assert not found, f"GPU facts read outside agent/gpus.py: {found}"

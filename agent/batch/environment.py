@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import platform
-import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -12,6 +11,7 @@ from typing import Any
 
 from agent import __version__
 from agent.batch.config import BatchConfig
+from agent.gpus import smi_rows
 from sandbox.workers.gpu_gate import physical_gpu
 
 _REPO = Path(__file__).resolve().parents[2]
@@ -33,22 +33,10 @@ def versions(config: BatchConfig) -> dict[str, Any]:
 
 def gpu_inventory(gpus: list[str]) -> list[dict[str, Any]]:
     """Name and UUID of each GPU the batch uses, from nvidia-smi (no CUDA context is created)."""
-    smi = shutil.which("nvidia-smi")
     rows: dict[str, dict[str, str]] = {}
-    if smi and gpus:
-        try:
-            out = subprocess.run(
-                [smi, "--query-gpu=index,name,uuid,memory.total", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-            ).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            out = ""
-        for line in out.splitlines():
-            parts = [p.strip() for p in line.split(",")]
-            if len(parts) == 4:
-                rows[parts[0]] = {"name": parts[1], "uuid": parts[2], "memory": parts[3]}
+    for parts in (smi_rows("index", "name", "uuid", "memory.total") or []) if gpus else []:
+        if len(parts) == 4:
+            rows[parts[0]] = {"name": parts[1], "uuid": parts[2], "memory": parts[3]}
     return [{"id": g, "physical": physical_gpu(g), **rows.get(physical_gpu(g), {})} for g in gpus]
 
 

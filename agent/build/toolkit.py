@@ -8,9 +8,8 @@ cuBLAS/cuDNN, which then come from the nvidia-* wheels that torch installs.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 
+from agent.gpus import compute_capability
 from sandbox.workers.cuda_env import LinkLibrary, Toolkit, ToolkitError, find_toolkit, vendor_libraries
 
 __all__ = [
@@ -59,24 +58,12 @@ def check_arch(arch: str) -> str:
 
 
 def visible_gpu_arch() -> str | None:
-    """Compute capability of the first visible GPU (no torch import: nvidia-smi), or None."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
+    """Compute capability of the first visible GPU (nvidia-smi: no torch import), or None."""
+    capability = compute_capability()
+    if capability is None:
         return None
     try:
-        out = subprocess.run(
-            [smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = [line.strip() for line in out.stdout.splitlines() if line.strip()]
-    if out.returncode != 0 or not lines:
-        return None
-    try:
-        return normalize_arch(lines[0])
+        return normalize_arch(capability)
     except ToolkitError:
         return None
 

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from agent.budget import BUDGET_FLAG_HELP
+from agent.gpus import gpu_listed
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)  # paths in messages stay whole
@@ -185,27 +186,9 @@ RefreshBaselinesOpt = Annotated[bool, refresh_baselines_option()]
 
 
 def gpu_visible() -> bool:
-    """Whether a CUDA GPU is visible to this process, without importing torch (a fraction of a
-    second, not the seconds torch takes): CUDA_VISIBLE_DEVICES set to nothing (or -1) hides them
-    all; otherwise `nvidia-smi -L` must list one. Commands that need a GPU call this after
-    validating their inputs and before any heavy import or work."""
-    import os
-    import shutil
-    import subprocess
-
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip() in ("", "-1"):
-        return False
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return False
-    try:
-        listed = subprocess.run(
-            [smi, "-L"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return listed.returncode == 0 and any(line.startswith("GPU") for line in listed.stdout.splitlines())
+    """Whether a CUDA GPU is visible to this process, without importing torch (agent.gpus). Commands
+    that need a GPU call this after validating their inputs and before any heavy import or work."""
+    return gpu_listed()
 
 
 CONTEXT_TOKENS_HELP = (

@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 
 from agent.build.compile import CompileResult, compile_solution
+from agent.gpus import first_device
 from agent.referee import assemble
 from agent.referee.baselines import BaselineCache, Baselines
 from agent.referee.kernels import own_kernel_names, solution_sources
@@ -82,9 +83,9 @@ def host_gpu() -> DeviceInfo | None:
     """The GPU the judge will use, as the host sees it (CUDA_VISIBLE_DEVICES applies)."""
     import torch
 
-    if not torch.cuda.is_available():
+    props = first_device()
+    if props is None:
         return None
-    props = torch.cuda.get_device_properties(0)
     return DeviceInfo(name=props.name, torch=torch.__version__, capability=f"{props.major}.{props.minor}")
 
 
@@ -640,9 +641,8 @@ def memory_need(task: Task) -> int:
 
 @functools.cache
 def gpu_memory_bytes() -> int:
-    import torch
-
-    return torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
+    props = first_device()
+    return props.total_memory if props else 0
 
 
 def _in_gate_dir(gate: str) -> bool:

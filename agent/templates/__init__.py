@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.build.toolkit import visible_gpu_arch
 from agent.templates.graph import OpGraph, TraceError, trace_task, trace_tasks
 from agent.templates.plan import NotCovered, Plan
 from agent.templates.policy import TemplatePolicy
@@ -50,12 +49,8 @@ def build_policy(
 
 
 def visible_device_limits() -> DeviceLimits | None:
-    """The visible GPU's compute capability as DeviceLimits (clusters, sm_90, only where the GPU has
-    them); None without a GPU. From nvidia-smi, not torch: no CUDA context here."""
-    arch = visible_gpu_arch()
-    if not arch:
-        return None
-    return DeviceLimits(compute_capability=int("".join(ch for ch in arch.split("+")[0] if ch.isdigit())))
+    """The visible GPU's compute capability as DeviceLimits (DeviceLimits.visible: nvidia-smi)."""
+    return DeviceLimits.visible()
 
 
 __all__ = [

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from agent.gpus import first_device
 from agent.referee import EvalOptions, EvalResult
 from agent.tasks import Task
 from agent.transcripts.format import CandidateRef
@@ -73,12 +74,8 @@ class RefereeAdapter:
 @functools.cache
 def visible_gpu() -> str | None:
     """Name of the GPU torch sees first (CUDA_VISIBLE_DEVICES applies), or None."""
-    import torch
-
-    if not torch.cuda.is_available():
-        return None
-    props = torch.cuda.get_device_properties(0)
-    return f"{props.name} (sm_{props.major}{props.minor})"
+    props = first_device()
+    return f"{props.name} (sm_{props.major}{props.minor})" if props else None
 
 
 def gpu_seconds(result: EvalResult, wall_s: float) -> float:

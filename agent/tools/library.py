@@ -9,7 +9,6 @@ the slots the tune tool may search. A task the library does not cover gets the o
 
 from __future__ import annotations
 
-from agent.build.toolkit import visible_gpu_arch
 from agent.templates.graph import TraceError, trace_task
 from agent.templates.instantiate import instantiate
 from agent.templates.plan import NotCovered, Plan
@@ -20,14 +19,6 @@ from agent.tune.space import DeviceLimits
 from .base import ToolError, ToolReply, tool
 from .context import ToolContext
 from .files import _check_writable, _write
-
-
-def _device_limits() -> DeviceLimits:
-    """H100/H200 limits at the visible GPU's compute capability (nvidia-smi: no CUDA context here)."""
-    arch = visible_gpu_arch()
-    if not arch:
-        return DeviceLimits()
-    return DeviceLimits(compute_capability=int("".join(ch for ch in arch.split("+")[0] if ch.isdigit())))
 
 
 def template_files(plan: Plan, gpu: DeviceLimits) -> dict[str, str]:
@@ -56,7 +47,7 @@ def start_from_template(ctx: ToolContext) -> ToolReply:
             "write your own kernels.",
             data={"covered": False, "ops": plan.ops},
         )
-    files = template_files(plan, _device_limits())
+    files = template_files(plan, DeviceLimits.visible() or DeviceLimits())
     for rel in files:
         _check_writable(ctx, rel)
     written = []

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from agent.gpus import capability_number, compute_capability, first_device
 from agent.tune.expr import Expr, ExprError
 from sandbox.safe_files import SkippedEntry, read_regular
 
@@ -61,23 +62,28 @@ class DeviceLimits(BaseModel):
 
     @classmethod
     def detect(cls) -> DeviceLimits:
+        """The first visible GPU's limits, from torch (agent.gpus.first_device); the defaults without one."""
         try:
-            import torch
-
-            if not torch.cuda.is_available():
-                return cls()
-            props = torch.cuda.get_device_properties(0)
-            optin = getattr(props, "shared_memory_per_block_optin", 0) or cls().max_shared_optin
-            return cls(
-                name=props.name,
-                max_threads=getattr(props, "max_threads_per_block", 1024) or 1024,
-                max_shared_optin=int(optin),
-                warp_size=getattr(props, "warp_size", 32) or 32,
-                sm_count=props.multi_processor_count,
-                compute_capability=props.major * 10 + props.minor,
-            )
+            props = first_device()
         except Exception:
             return cls()
+        if props is None:
+            return cls()
+        return cls(
+            name=props.name,
+            max_threads=props.max_threads_per_block,
+            max_shared_optin=props.shared_memory_per_block_optin or cls().max_shared_optin,
+            warp_size=props.warp_size,
+            sm_count=props.sm_count,
+            compute_capability=props.major * 10 + props.minor,
+        )
+
+    @classmethod
+    def visible(cls) -> DeviceLimits | None:
+        """H100/H200 limits at the visible GPU's compute capability (nvidia-smi: no CUDA context);
+        None without a GPU."""
+        arch = compute_capability()
+        return cls(compute_capability=capability_number(arch)) if arch else None
 
     def names(self) -> dict[str, int]:
         return self.model_dump(exclude={"name"})
