@@ -57,3 +57,13 @@ def test_only_agent_gpus_asks_what_the_gpus_are() -> None:
         if path.name != "gpus.py" and asking.search(text)
     ]
     assert not found, f"GPU facts read outside agent/gpus.py: {found}"
+
+
+def test_the_template_policys_model_name_is_written_once() -> None:
+    """`--model templates` names the built-in policy: agent.models.registry.TEMPLATES_MODEL."""
+    found = [
+        str(path.relative_to(AGENT.parent))
+        for path, text in sources().items()
+        if re.search(r"""(name|MODEL)\s*(:\s*str)?\s*=\s*["']templates["']""", text)
+    ]
+    assert found == ["agent/models/registry.py"], found

@@ -65,7 +65,6 @@ def make_referee(*, options: EvalOptions) -> Referee:
     return RefereeAdapter(options)
 
 
-TEMPLATES = TEMPLATES_MODEL
 """The built-in policy (agent/templates/): the template library with its slot agents, no API key."""
 
 
@@ -79,7 +78,7 @@ def _load_model(
 ) -> Model:
     """`no_key`: what the default model's key check said when no --model was given (the run then uses
     the template policy, and says so)."""
-    if spec == TEMPLATES:
+    if spec == TEMPLATES_MODEL:
         from agent.run.by_region import RegionwisePolicy, templates_model
         from agent.templates import NotCovered
 
@@ -124,7 +123,7 @@ def _load_model(
 
 def _check_credentials(spec: str) -> None:
     """The API key a provider spec needs (the spec itself is checked by `_check_model_spec` first)."""
-    if spec == TEMPLATES or spec.startswith("replay:"):
+    if spec == TEMPLATES_MODEL or spec.startswith("replay:"):
         return
     from agent.models import check_credentials
 
@@ -142,7 +141,7 @@ def _pick_model(model: str | None) -> tuple[str, str | None]:
     from agent.models import check_credentials
 
     missing = check_credentials(DEFAULT_MODEL)
-    return (DEFAULT_MODEL, None) if missing is None else (TEMPLATES, missing)
+    return (DEFAULT_MODEL, None) if missing is None else (TEMPLATES_MODEL, missing)
 
 
 def _default_key_env() -> str:
@@ -154,7 +153,7 @@ def _default_key_env() -> str:
 
 
 def _check_model_spec(spec: str) -> None:
-    if spec == TEMPLATES:
+    if spec == TEMPLATES_MODEL:
         return
     if spec.startswith("replay:"):
         if not Path(spec.removeprefix("replay:")).is_file():

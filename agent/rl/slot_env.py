@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.messages import Message, ModelResponse, ToolCall, ToolSpec
+from agent.models.registry import TEMPLATES_MODEL
 from agent.rl.session import KernelSession, RolloutConfig
 from agent.run.loop import AgentLoop
 from agent.stops import RunStop
@@ -142,7 +143,7 @@ class _CandidateTurn:
 
     policy: TemplatePolicy
     proposal: Proposal
-    name: str = "templates"
+    name: str = TEMPLATES_MODEL
 
     def query(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], *, max_output_tokens: int | None = None

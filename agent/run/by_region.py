@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from agent.budget import BudgetUsage
 from agent.build.toolkit import visible_gpu_arch
 from agent.messages import Message, ModelResponse, ToolSpec
+from agent.models.registry import TEMPLATES_MODEL
 from agent.regions.allocate import Allocation, RegionEstimate, RegionProgress, allocate, allocate_uniform
 from agent.regions.extract import write_region_tasks
 from agent.regions.partition import Region, partition
@@ -87,7 +88,7 @@ class RegionwisePolicy:
     coverage: list[RegionCoverage]
     reason: str = ""
     gpu: DeviceLimits | None = None
-    name: str = "templates"
+    name: str = TEMPLATES_MODEL
 
     def query(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], *, max_output_tokens: int | None = None

@@ -25,6 +25,7 @@ from agent.messages import (
     ToolSpec,
     Usage,
 )
+from agent.models.registry import TEMPLATES_MODEL
 from agent.tasks import Task
 from agent.templates.instantiate import instantiate
 from agent.templates.plan import NotCovered, Plan
@@ -50,7 +51,7 @@ class _Turn:
 
 
 class TemplatePolicy:
-    name = "templates"
+    name = TEMPLATES_MODEL
 
     def __init__(
         self,
