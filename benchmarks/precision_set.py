@@ -44,6 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agent.referee import EvalOptions, evaluate  # noqa: E402
+from agent.referee.policy import PolicyName  # noqa: E402
 from agent.tasks import load_task  # noqa: E402
 from agent.templates import NotCovered, plan_task, visible_device_limits  # noqa: E402
 from agent.templates.instantiate import instantiate  # noqa: E402
@@ -115,7 +116,7 @@ class Candidate:
     task: Path
     label: str  # fp32, tf32, fp16, bf16 or BELOW_FP32
     source: str  # template, autocast, cast, corpus, fast_math, mutant
-    policy: str  # the op policy: strict for CUDA candidates, kernelbench for torch-level ones
+    policy: PolicyName  # the op policy: strict for CUDA candidates, kernelbench for torch-level ones
     write: Callable[[Path], None]  # fills an empty solution folder
     note: str = ""
 

@@ -134,7 +134,7 @@ def side_by_side(by_name: dict[str, list[ModelRow]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--store", action="append", required=True, help="NAME=STORE.sqlite, repeatable")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--title", default="Whole models, region by region (`--model templates`)")
