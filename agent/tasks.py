@@ -220,7 +220,7 @@ def _instantiate_collecting(
     tasks: list[Task], *, timeout: float, sandbox_kind: str
 ) -> tuple[list[Task], list[TaskLoadError]]:
     """One sandbox command for all `tasks` (torch is imported once; each file runs in a forked
-    child of sandbox/workers/inspect_task.py) over copies of the files in a scratch folder the
+    child of sandbox/workers/tasks/inspect_task.py) over copies of the files in a scratch folder the
     harness made: the sandbox's only writable folder, removed afterwards. A SandboxError (the
     sandbox cannot open) is raised."""
     from sandbox.base import open_sandbox
@@ -236,7 +236,7 @@ def _instantiate_collecting(
             sandbox_kind, workspace=scratch, gpus=None, file_size_limit=INSPECT_FILE_SIZE_LIMIT
         ) as box:
             inside = [f"{box.workspace_path}/{name}" for name in names]
-            cmd = box.python_command(box.worker("inspect_task.py"), "--timeout", str(timeout), *inside)
+            cmd = box.python_command(box.worker("tasks/inspect_task.py"), "--timeout", str(timeout), *inside)
             proc = box.exec(cmd, timeout=timeout * len(tasks) + 60, cwd=box.workspace_path)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

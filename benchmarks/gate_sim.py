@@ -3,7 +3,7 @@
     python benchmarks/gate_sim.py --out benchmarks/results/gate_sim_cpu.md
 
 Evaluation slots (processes) each judge evaluations one after another, taking the real gate
-(`sandbox/workers/gpu_gate.py`) as the candidate worker and the judge do, with every hold and
+(`sandbox/workers/gpu/gpu_gate.py`) as the candidate worker and the judge do, with every hold and
 every stretch of CPU work a sleep of the median measured on the H200 in a full-size batch over
 KernelBench levels 1-3 (`results/h200-2026-12-03d/`, candidate stages and judge stages), jittered
 (lognormal, seeded) and scaled by --scale. The same run with the gate before `.writers`
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sandbox.workers.gpu_gate import GpuGate, Mode  # noqa: E402
+from sandbox.workers.gpu.gpu_gate import GpuGate, Mode  # noqa: E402
 
 # Median seconds on the H200 (call 1 of h200-2026-12-03d; the candidate's shared hold as now).
 CANDIDATE_START = 2.2  # interpreter, import torch: no hold

@@ -42,6 +42,7 @@ IMPORT_TARGET_S = 2.0
 IMPORT = """
 import json, sys, time
 sys.path.insert(0, {workers!r})
+import siblings
 import torch  # the candidate worker has imported torch before its "import candidate" stage
 import candidate_child
 start = time.monotonic()
@@ -68,7 +69,7 @@ def import_seconds(solution: Path, build_dir: str, box: Sandbox, arch: str) -> t
         "entry": f"{box.workspace_path}/{solution.name}",
         "module_name": "kernel_agent_solution",
     }
-    code = IMPORT.format(workers=str(Path(box.worker("build.py")).parent))
+    code = IMPORT.format(workers=box.workers_path)
     done = box.exec(
         box.python_command("-c", code, json.dumps(spec)), timeout=900, env={"TORCH_CUDA_ARCH_LIST": arch}
     )

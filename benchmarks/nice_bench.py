@@ -3,7 +3,7 @@
 The timing check bounds a candidate's reported times by the supervisor's clock on the whole timed
 window, less the loop's own cost per repetition (inputs, L2 flush) measured when the baselines were
 timed. A busy CPU stretches the window, and the check then doubts an honest timing. This times the
-real loop (`sandbox/workers/timing.py`) on a 19_ReLU-sized call, alone and beside CPU hogs (1 and 4
+real loop (`sandbox/workers/gpu/timing.py`) on a 19_ReLU-sized call, alone and beside CPU hogs (1 and 4
 per core: a batch's builds each run several compiler processes) at niceness 0 and at the build
 worker's niceness, and reports the loop's cost per repetition
 (window / reps - mean call time) over several windows.
@@ -25,7 +25,7 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "sandbox" / "workers"))
-
+import siblings  # noqa: E402,F401  (the workers import each other by name)
 from build import BUILD_NICENESS  # noqa: E402
 from timing import time_calls  # noqa: E402
 

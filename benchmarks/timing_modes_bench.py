@@ -8,7 +8,7 @@ turn (interleaved blocks, so drift hits all alike), and reports each procedure's
 process and the coefficient of variation across processes:
 
 - `sync_end`: start event, the call, device-wide synchronize, end event (the referee's procedure,
-  sandbox/workers/timing.py: the host's launch of the call and its wake-up after the sync are inside).
+  sandbox/workers/gpu/timing.py: the host's launch of the call and its wake-up after the sync are inside).
 - `blocked_sync_end`: the same, with a GPU sleep queued before the start event, so the call's
   launches are queued before the clock starts.
 - `blocked_stream_end`: blocker, start, the call, end event on the current stream (GPU time of
@@ -58,6 +58,7 @@ def child(reps: int, blocks: int, schedule: str) -> dict:
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox/workers"))
+    import siblings  # noqa: F401  (the workers import each other by name)
     from timing import FLUSH_BYTES, _cudart  # the referee's flush, so the procedures compare alike
 
     cudart = _cudart()

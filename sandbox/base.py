@@ -235,7 +235,8 @@ class Sandbox(abc.ABC):
         """Release everything the sandbox holds. Safe to call twice."""
 
     def worker(self, name: str) -> str:
-        """Path inside the sandbox of a worker script in sandbox/workers/."""
+        """Path inside the sandbox of a worker script, named by its place in sandbox/workers/
+        (`"referee/candidate.py"`)."""
         return f"{self.workers_path}/{name}"
 
     def python_flags(self) -> list[str]:

@@ -38,9 +38,11 @@ import ast, compileall, importlib, sys
 from pathlib import Path
 workers = Path(sys.argv[1])
 sys.path.insert(0, str(workers))
+import siblings
 import torch, torch.utils.cpp_extension
-names, own = set(), {p.stem for p in workers.glob("*.py")} | {p.name for p in workers.iterdir() if p.is_dir()}
-for path in workers.glob("*.py"):
+scripts = [p for p in workers.rglob("*.py") if "__pycache__" not in p.parts]
+names, own = set(), {p.stem for p in scripts} | {p.name for p in workers.rglob("*") if p.is_dir()}
+for path in scripts:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from sandbox.workers.lifetime import alive
+from sandbox.workers.gpu.lifetime import alive
 
 _PREFIX = "kernel-agent"
 

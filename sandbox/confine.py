@@ -6,7 +6,7 @@ the sandbox's allowlisted environment (never the harness's keys) and, where bubb
 inside the same allowlisted read-only view as the local sandbox: no network, no home, a private
 /tmp, and write access only to the folders named (the judge's torch.compile cache). They keep the
 harness's process group and pid namespace, so the harness still kills them by group and they
-still see their parent's pid (sandbox/workers/lifetime.py).
+still see their parent's pid (sandbox/workers/gpu/lifetime.py).
 """
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ def probe_python(python: str) -> dict[str, Any]:
     exe = shutil.which(python) or python
     try:
         proc = subprocess.run(
-            [exe, "-I", "-c", _PROBE, str(WORKERS_DIR)],
+            [exe, "-I", "-c", _PROBE, str(WORKERS_DIR / "build")],
             capture_output=True,
             text=True,
             timeout=300,

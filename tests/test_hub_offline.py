@@ -20,8 +20,10 @@ from agent.cli.app import app
 
 REPO = Path(__file__).resolve().parent.parent
 WORKERS = REPO / "sandbox" / "workers"
-sys.path.insert(0, str(WORKERS))
 
+import sandbox.workers.siblings  # noqa: E402,F401  (the workers import each other by name)
+
+# isort: split
 import hub_offline  # noqa: E402  a worker module: it lives on the workers' own path
 
 transformers = pytest.importorskip("transformers")
@@ -134,7 +136,7 @@ def test_a_name_with_no_shipped_config_fails_in_one_line(offline_hub: None) -> N
 
 def test_a_task_that_loads_nothing_by_name_does_not_import_transformers() -> None:
     probe = (
-        f"import sys; sys.path.insert(0, {str(WORKERS)!r}); import hub_offline; "
+        f"import sys; sys.path.insert(0, {str(WORKERS)!r}); import siblings, hub_offline; "
         "hub_offline.prepare('import torch\\nclass Model: pass\\n'); print('transformers' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-I", "-c", probe], capture_output=True, text=True, check=True)

@@ -12,7 +12,7 @@ from typing import Any
 from agent import __version__
 from agent.batch.config import BatchConfig
 from agent.gpus import smi_rows
-from sandbox.workers.gpu_gate import physical_gpu
+from sandbox.workers.gpu.gpu_gate import physical_gpu
 
 _REPO = Path(__file__).resolve().parents[2]
 

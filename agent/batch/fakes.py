@@ -45,7 +45,7 @@ from agent.referee.results import (
 from agent.run.result import SolveResult
 from agent.tasks import Task
 from agent.workspace import MODEL_ENTRY, Workspace, content_hash
-from sandbox.workers.gpu_gate import GpuGate, gate_path
+from sandbox.workers.gpu.gpu_gate import GpuGate, gate_path
 
 _MARKER = re.compile(r"^#\s*fake-eval:\s*(\{.*\})\s*$", re.MULTILINE)
 

@@ -3,7 +3,7 @@ pauses every agent while a model provider is down.
 
 Several evaluations may share a GPU (`evals_per_gpu` slots each): correctness work overlaps, and
 timings stay exclusive because the referee's own processes take the GPU's gate
-(sandbox/workers/gpu_gate.py) around every timed or profiled section. The gate is a file per
+(sandbox/workers/gpu/gpu_gate.py) around every timed or profiled section. The gate is a file per
 physical GPU, so two batches, or a batch and `agent eval`, on one machine never time at once.
 Where the candidate's processes cannot see the gate files (a sandbox that does not mount them), the referee holds
 the gate exclusively around each candidate run itself; the batch then gives each GPU one slot,
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from agent.messages import Message, ModelResponse, ToolSpec
 from agent.models.base import Model, ModelError
-from sandbox.workers.gpu_gate import gate_path
+from sandbox.workers.gpu.gpu_gate import gate_path
 
 log = logging.getLogger(__name__)
 

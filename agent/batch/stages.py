@@ -10,7 +10,7 @@ waited; "judge" is what is left of the judge's time (reference outputs, comparis
 A large "queued to judge" with a small "GPU wait" says the GPU's slots are the limit
 (`--evals-per-gpu`); a large "queued to build", the build slots (`--compile-workers`); a large
 "GPU memory wait", full-size tasks waiting in their slots for a share of the GPU's memory
-(`sandbox/workers/gpu_memory.py`).
+(`sandbox/workers/gpu/gpu_memory.py`).
 """
 
 from __future__ import annotations

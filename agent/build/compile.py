@@ -182,7 +182,7 @@ def compile_solution(
         )
 
     outcome = sandbox.exec(
-        sandbox.python_command(sandbox.worker("build.py"), json.dumps(spec)),
+        sandbox.python_command(sandbox.worker("build/build.py"), json.dumps(spec)),
         timeout=timeout,
         env={"TORCH_CUDA_ARCH_LIST": arch_value, "TORCH_EXTENSIONS_DIR": build_dir},
     )

@@ -11,7 +11,7 @@ ptxas prints, for every entry function it compiles:
 
 An incremental build recompiles only edited files, so a workspace's facts are kept per source
 file in `.harness/logs/kernel_resources.json` and replaced for the files the log shows rebuilt.
-A single file's `load_inline` builds report the same lines (sandbox/workers/inline_build.py
+A single file's `load_inline` builds report the same lines (sandbox/workers/build/inline_build.py
 compiles them with `--resource-usage` and keeps ninja's output); their kernels are named by the
 extension's folder and the `.cu` load_inline wrote, e.g. `relu_ext/cuda.cu`.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from agent.gpus import compute_capability
-from sandbox.workers.cuda_env import LinkLibrary, Toolkit, ToolkitError, find_toolkit, vendor_libraries
+from sandbox.workers.build.cuda_env import LinkLibrary, Toolkit, ToolkitError, find_toolkit, vendor_libraries
 
 __all__ = [
     "KNOWN_ARCHES",

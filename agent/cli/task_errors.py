@@ -45,7 +45,7 @@ def load_hints(errors: Sequence[TaskLoadError]) -> list[str]:
     if downloads:
         hints.append(
             f"{_files(downloads, 'load')} a Hugging Face model by name (from_pretrained) whose config does not "
-            "come with kernel-agent (sandbox/workers/hub_configs); task files run with no network, so they "
+            "come with kernel-agent (sandbox/workers/tasks/hub_configs); task files run with no network, so they "
             "cannot be loaded"
         )
     return hints

@@ -20,7 +20,6 @@ from agent.referee.results import (
     TimingStats,
     TrialReport,
 )
-from sandbox.workers.op_policy import unseen_by
 from sandbox.workers.protocol import (
     CandidateRecord,
     JudgedRecheck,
@@ -31,6 +30,7 @@ from sandbox.workers.protocol import (
     TrialRecord,
     derive_seed,
 )
+from sandbox.workers.referee.op_policy import unseen_by
 
 NOISE_FLOOR = 0.02  # run-to-run variation between processes that no in-run spread shows
 IMPLAUSIBLE_SPEEDUP = 10.0

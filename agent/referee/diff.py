@@ -1,6 +1,6 @@
 """OutputDiff from tensors (pure torch: runs on CPU tensors in tests); its text is diff_text.py.
 
-The numbers come from sandbox/workers/compare.py, the module the judge worker runs, so what is
+The numbers come from sandbox/workers/referee/compare.py, the module the judge worker runs, so what is
 tested here is what judges.
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 from agent.referee.diff_text import margin_line, margin_text, render_diff
 from agent.referee.policy import TolerancePolicy, tolerance_policy
 from agent.referee.results import OutputDiff
-from sandbox.workers.compare import compare_tensors, compare_values
 from sandbox.workers.protocol import DiffRecord
+from sandbox.workers.referee.compare import compare_tensors, compare_values
 
 
 def output_diff(name: str, record: DiffRecord) -> OutputDiff:

@@ -57,8 +57,9 @@ from agent.workspace import (
 )
 from sandbox.base import ExecResult, Sandbox, open_sandbox
 from sandbox.paths import gpu_gate_dir
-from sandbox.workers import gpu_handoff, gpu_memory
-from sandbox.workers.gpu_gate import GpuGate, gate_files, gate_path, physical_gate_path
+from sandbox.workers.gpu import gpu_handoff, gpu_memory
+from sandbox.workers.gpu.gpu_gate import GpuGate, gate_files, gate_path, physical_gate_path
+from sandbox.workers.gpu.timing import TIMING_VERSION, TimingConfig
 from sandbox.workers.protocol import (
     CandidateRecord,
     CandidateSpec,
@@ -68,7 +69,6 @@ from sandbox.workers.protocol import (
     SolutionSpec,
     SupervisedRecheck,
 )
-from sandbox.workers.timing import TIMING_VERSION, TimingConfig
 
 RECHECKS = 2  # timed calls whose outputs the judge rechecks
 PROFILE_CALLS = 5

@@ -23,7 +23,7 @@ from agent.referee.policy import (
     check_precision_name,
     tolerance_policy,
 )
-from sandbox.workers.timing import TimingConfig
+from sandbox.workers.gpu.timing import TimingConfig
 
 GateOption = Path | str | None
 """The GPU gate: "auto" (the gate of the GPU the evaluation uses), a gate file, or None."""
@@ -54,7 +54,7 @@ class EvalOptions(BaseModel):
 
     hidden_inputs: bool = True
     """Trials after the first draw a secret transform of the task's inputs (scaled, shifted,
-    negated, zeros, ones: sandbox/workers/hidden_inputs.py) among those the reference's domain
+    negated, zeros, ones: sandbox/workers/referee/hidden_inputs.py) among those the reference's domain
     allows; False: every trial uses the task's own input distribution."""
 
     profile: bool = True

@@ -1,6 +1,6 @@
 """What a candidate may call (operator policies) and how close its outputs must be (tolerances).
 
-The operator lists live in sandbox/workers/op_policy.py so the candidate worker enforces
+The operator lists live in sandbox/workers/referee/op_policy.py so the candidate worker enforces
 exactly what is documented and tested here.
 """
 
@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from sandbox.workers.op_policy import (
+from sandbox.workers.referee.op_policy import (
     ALLOCATION,
     LAYOUT_COPIES,
     POLICIES,
@@ -20,7 +20,7 @@ from sandbox.workers.op_policy import (
     forbidden,
     is_allowed,
 )
-from sandbox.workers.precision import POLICIES as PRECISION_POLICIES
+from sandbox.workers.referee.precision import POLICIES as PRECISION_POLICIES
 
 PolicyName = Literal["strict", "kernelbench"]
 PrecisionName = Literal["fp32", "tf32", "fp16", "bf16", "match"]

@@ -2,7 +2,7 @@
 host process in its own process group), the files they exchange, and reading back an
 authenticated completion record.
 
-Forgery: the candidate worker's supervisor (sandbox/workers/candidate.py, a process that never
+Forgery: the candidate worker's supervisor (sandbox/workers/referee/candidate.py, a process that never
 runs candidate code) receives a fresh random key on stdin and signs the record (HMAC-SHA256) in
 a file; the child that imports the candidate never holds the key. The host never parses the
 candidate's stdout, never takes exit status 0 for a pass, and rejects a record whose signature,
@@ -128,7 +128,7 @@ def run_candidate(
     request: CandidateRequest = {**spec, "key": key.hex(), "run_id": exchange.run_id}
     stdin = json.dumps(request).encode()
     result = sandbox.exec(
-        sandbox.python_command(sandbox.worker("candidate.py")), timeout=timeout, env=env, stdin=stdin
+        sandbox.python_command(sandbox.worker("referee/candidate.py")), timeout=timeout, env=env, stdin=stdin
     )
     run = CandidateRun(result=result, record=None, last_stage=_last_stage(exchange.host_dir / "progress.txt"))
     printed = sum(text.count(RESULT_MARKER) for text in (result.stdout, result.stderr))
@@ -217,8 +217,8 @@ class JudgeProcess:
         )
         env.update(env_overrides or {})
         self.started = time.monotonic()
-        # It dies with this process (sandbox/workers/lifetime.py): the thread that starts it waits for it.
-        args = [sys.executable, "-I", str(WORKERS_DIR / "judge.py"), "--parent", str(os.getpid())]
+        # It dies with this process (sandbox/workers/gpu/lifetime.py): the thread that starts it waits for it.
+        args = [sys.executable, "-I", str(WORKERS_DIR / "referee/judge.py"), "--parent", str(os.getpid())]
         passed = list(memory_fds or [])
         if handoff is not None:
             args += ["--handoff-fd", str(handoff.fileno()), "--device", device]

@@ -76,7 +76,7 @@ class TrialReport(BaseModel):
     kind: Literal["trial", "timed_call"] = "trial"
     inputs: str = Field(
         default="task",
-        description="the hidden transform the trial's inputs drew (sandbox/workers/hidden_inputs.py): "
+        description="the hidden transform the trial's inputs drew (sandbox/workers/referee/hidden_inputs.py): "
         "task (the task's own values), scale_x3, scale_x0.01, shift_up, shift_down, negate, zeros, ones",
     )
     passed: bool

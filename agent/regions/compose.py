@@ -153,7 +153,7 @@ def check_composition(
         (scratch / "model_new.py").write_text(composed, encoding="utf-8")
         with open_sandbox(sandbox_kind, workspace=scratch, gpus=None) as box:
             cmd = box.python_command(
-                box.worker("compose_check.py"), "task.py", "model_new.py", "--seed", str(seed)
+                box.worker("tasks/compose_check.py"), "task.py", "model_new.py", "--seed", str(seed)
             )
             result = box.exec(cmd, timeout=timeout, cwd=box.workspace_path)
         report = parse_worker_result(result.stdout)

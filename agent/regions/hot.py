@@ -1,6 +1,6 @@
 """The hot-region table: where a model's time goes, region by region.
 
-With a GPU, `sandbox/workers/profile_regions.py` times every operator of the forward under
+With a GPU, `sandbox/workers/tasks/profile_regions.py` times every operator of the forward under
 torch.profiler in a sandbox, and `join_times` maps those operators onto the traced graph's nodes
 by name and order (difflib's matching blocks: eager on the GPU may dispatch an operator the meta
 trace did not, e.g. cuDNN's batch norm; an unmatched operator's time goes to the trace node before
@@ -129,7 +129,7 @@ def measure(
     try:
         shutil.copyfile(task_path, scratch / "task.py")
         with open_sandbox(sandbox_kind, workspace=scratch, gpus="0") as box:
-            cmd = box.python_command(box.worker("profile_regions.py"), "task.py", "--iters", str(iters))
+            cmd = box.python_command(box.worker("tasks/profile_regions.py"), "task.py", "--iters", str(iters))
             result = box.exec(cmd, timeout=timeout, cwd=box.workspace_path)
         report = parse_worker_result(result.stdout)
         if report is None or not report.get("ok"):

@@ -135,7 +135,7 @@ def measure_baselines(
     from agent.referee.evaluate import _gate_file, _torch_version, host_gpu
     from agent.referee.processes import JudgeProcess, Seeds
     from agent.referee.results import DeviceInfo
-    from sandbox.workers.timing import TIMING_VERSION, TimingConfig
+    from sandbox.workers.gpu.timing import TIMING_VERSION, TimingConfig
 
     on_gpu = options.device == "cuda"
     device = host_gpu() if on_gpu else DeviceInfo(name="cpu", torch=_torch_version())

@@ -198,7 +198,7 @@ def region_times(policy: RegionwisePolicy, *, measure: bool, sandbox_kind: str) 
     from agent.regions.hot import join_times
     from agent.regions.hot import measure as profile
     from sandbox.paths import gpu_gate_dir
-    from sandbox.workers.gpu_gate import GpuGate, gate_path
+    from sandbox.workers.gpu.gpu_gate import GpuGate, gate_path
 
     gate = gate_path(gpu_gate_dir(), "0")  # the GPU the profile runs on, as every referee timing holds it
     Path(gate).parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """The op graph of a task's forward, traced on meta tensors in a sandboxed worker.
 
-`trace_tasks` copies each task file into a scratch folder, runs `sandbox/workers/trace_task.py`
+`trace_tasks` copies each task file into a scratch folder, runs `sandbox/workers/tasks/trace_task.py`
 over them in one sandbox (torch is imported once; each file runs in its own forked child) and
 parses the worker's JSON into `OpGraph`s. Nothing of the task runs in this process.
 """
@@ -144,7 +144,7 @@ def trace_tasks(
             names.append(name)
         with open_sandbox(sandbox_kind, workspace=scratch, gpus=None) as box:
             inside = [f"{box.workspace_path}/{name}" for name in names]
-            cmd = box.python_command(box.worker("trace_task.py"), "--timeout", str(timeout), *inside)
+            cmd = box.python_command(box.worker("tasks/trace_task.py"), "--timeout", str(timeout), *inside)
             result = box.exec(cmd, timeout=timeout * len(paths) + 60, cwd=box.workspace_path)
         report = parse_worker_result(result.stdout)
         if report is None:

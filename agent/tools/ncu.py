@@ -1,6 +1,6 @@
 """The `ncu` tool: Nsight Compute metrics of the model's own kernels.
 
-The workspace is compiled, then `sandbox/workers/ncu_run.py` runs ModelNew's forward once on the
+The workspace is compiled, then `sandbox/workers/referee/ncu_run.py` runs ModelNew's forward once on the
 task's inputs under `ncu`, inside the sandbox, limited to the workspace's `__global__` functions
 (`--kernel-name`) and a few launches (`--launch-count`). A handful of metrics per launch come back
 as `--csv` and are read into a table: DRAM and SM throughput (% of peak), achieved occupancy and
@@ -34,7 +34,7 @@ from sandbox.workers.protocol import parse as parse_worker_result
 from .base import ToolError, ToolReply, tool
 from .context import ToolContext
 
-RUN_WORKER = "ncu_run.py"
+RUN_WORKER = "referee/ncu_run.py"
 TOOL_TIMEOUT_S = 600.0
 MAX_LAUNCHES = 20
 THROUGHPUT = {

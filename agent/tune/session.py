@@ -57,7 +57,7 @@ class JudgeClient:
         """`exchange`: the mailbox folder whose output files it reads and removes. It runs the
         task's code, so it is confined (sandbox/confine.py) with the sandbox's environment."""
         self.proc = subprocess.Popen(
-            confined([sys.executable, "-I", str(WORKERS_DIR / "tune_judge.py")], writable=[exchange]),
+            confined([sys.executable, "-I", str(WORKERS_DIR / "tune/tune_judge.py")], writable=[exchange]),
             env=worker_env(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -186,7 +186,7 @@ class WorkerClient:
         def target() -> None:
             run.result.append(
                 self.sandbox.exec(
-                    self.sandbox.python_command(self.sandbox.worker("tune_worker.py")),
+                    self.sandbox.python_command(self.sandbox.worker("tune/tune_worker.py")),
                     timeout=self.exec_timeout,
                     env=self.env,
                     stdin=stdin,

@@ -21,7 +21,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sandbox" / "workers"))
+import siblings  # noqa: F401  (the workers import each other by name)
 
+# isort: split
 import judge
 from referee_common import build_reference, load_task_module, seeded_call
 

@@ -14,6 +14,7 @@ for label in "first (PCH and header probes)" "again, from scratch"; do
     python3 - "$solution" "$label" <<'PY' 2>&1 | grep -v "No CUDA runtime" | tee -a "$out/phases.txt"
 import os, runpy, sys, time
 sys.path.insert(0, "sandbox/workers")
+import siblings
 import inline_build
 inline_build.install(os.environ.get("BUILD_PHASES_CACHE", "/tmp/build-phases-cache"))
 start = time.monotonic()

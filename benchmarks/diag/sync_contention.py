@@ -33,6 +33,7 @@ WORKERS = Path(__file__).resolve().parents[2] / "sandbox" / "workers"
 def child(mode: str, op: str, device: str) -> None:
     """One timing in this process; prints its record as JSON."""
     sys.path.insert(0, str(WORKERS))
+    import siblings  # noqa: F401  (the workers import each other by name)
     import torch
     from timing import TimingConfig, _cudart, time_calls
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from benchmarks.mutants.operators import Mutant
-from sandbox.workers.cuda_env import find_toolkit, vendor_libraries
+from sandbox.workers.build.cuda_env import find_toolkit, vendor_libraries
 
 REPO = Path(__file__).resolve().parents[2]
 

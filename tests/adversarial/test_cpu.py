@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from agent.referee.baselines import BaselineCache
 from agent.referee.guard_static import codes, scan_python, scan_solution, scan_sources
 from agent.tasks import load_task
 from agent.workspace import open_solution
-from sandbox.base import WORKERS_DIR, open_sandbox
+from sandbox.base import open_sandbox
 from tests.adversarial.suite import (
     CATCHES,
     CPU_TASKS,
@@ -152,11 +151,8 @@ def test_static_guard_is_quiet_on_an_honest_model_file() -> None:
 
 # -- identity guard -----------------------------------------------------------------------------
 def _identity_guard() -> Any:
-    sys.path.insert(0, str(WORKERS_DIR))
-    try:
-        import guard_identity  # type: ignore[import-not-found]
-    finally:
-        sys.path.remove(str(WORKERS_DIR))
+    from sandbox.workers.referee import guard_identity
+
     return guard_identity
 
 

@@ -35,7 +35,7 @@ from agent.referee.guard_static import codes, scan_solution
 from agent.tasks import Task, load_task
 from agent.workspace import open_solution
 from sandbox.base import open_sandbox
-from sandbox.workers.timing import TimingConfig
+from sandbox.workers.gpu.timing import TimingConfig
 from tests.adversarial.suite import Candidate, Row, load_candidates, materialize, write_summary
 
 pytestmark = [

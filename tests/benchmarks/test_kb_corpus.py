@@ -20,7 +20,7 @@ import torch.utils.cpp_extension
 from agent.batch.layouts import discover_solutions
 from agent.tasks import parse_task
 from benchmarks import kb_corpus
-from sandbox.workers import referee_common as rc
+from sandbox.workers.referee import referee_common as rc
 
 REPO = Path(__file__).resolve().parents[2]
 KERNELBENCH = REPO.parent / "shared" / "kernelbench"
@@ -205,7 +205,7 @@ def test_model_new_matches_model_when_built_like_the_referee(
     exec(compile(task.read_text(), str(task), "exec"), namespace)
     namespace.update(SMALL[task_name])
 
-    # sandbox/workers/candidate_child.py: reference state from the seeds, ModelNew(*init_args), load_state_dict
+    # sandbox/workers/referee/candidate_child.py: reference state from the seeds, ModelNew(*init_args), load_state_dict
     init_args = rc.seeded_call(namespace["get_init_inputs"], 11, "cpu")
     reference = rc.build_reference(namespace, init_args, 12, "cpu")
     state = {name: t.detach().clone() for name, t in reference.state_dict().items()}

@@ -224,7 +224,7 @@ def test_the_build_worker_gives_way_to_timings(tmp_path: Path) -> None:
 
     from agent.build.compile import parse_worker_result
     from sandbox.base import WORKERS_DIR
-    from sandbox.workers.build import BUILD_NICENESS
+    from sandbox.workers.build.build import BUILD_NICENESS
 
     spec = {
         "kind": "single_file",
@@ -233,7 +233,7 @@ def test_the_build_worker_gives_way_to_timings(tmp_path: Path) -> None:
         "cache_dir": str(tmp_path / "cache"),
     }
     done = subprocess.run(
-        [sys.executable, "-I", str(WORKERS_DIR / "build.py"), json.dumps(spec)],
+        [sys.executable, "-I", str(WORKERS_DIR / "build/build.py"), json.dumps(spec)],
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,14 +1,10 @@
 """Where a tier copy's host compile is cut into a precompiled prefix and the rest
-(sandbox/workers/host_pch.py), and the mark the slim Functions.h leaves for it (no compiler)."""
+(sandbox/workers/build/host_pch.py), and the mark the slim Functions.h leaves for it (no compiler)."""
 
 from __future__ import annotations
 
-import sys
-
-from sandbox.base import WORKERS_DIR
-
-sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
-from sandbox.workers import host_pch, slim_aten
+import sandbox.workers.siblings  # noqa: F401  (the workers import each other by name)
+from sandbox.workers.build import host_pch, slim_aten
 
 BEGIN = [line + "\n" for line in slim_aten.OPERATORS_BEGIN]
 

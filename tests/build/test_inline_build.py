@@ -1,4 +1,4 @@
-"""KernelBench single files through our toolchain (sandbox/workers/inline_build.py): the edits to
+"""KernelBench single files through our toolchain (sandbox/workers/build/inline_build.py): the edits to
 torch's build.ninja, real load_inline builds with the min and lean .cu and the precompiled
 header, the candidate's import of them without any compiler run (build once), and the fallback
 from tier to tier down to the solution as written."""
@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
+import sandbox.workers.siblings  # noqa: F401  (the workers import each other by name)
 from agent.build.compile import compile_solution
 from agent.workspace import SingleFileSolution
 from sandbox.base import WORKERS_DIR, open_sandbox
-
-sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
-from sandbox.workers import inline_build
+from sandbox.workers.build import inline_build
 
 # What LLM generations for KernelBench look like: torch/extension.h in the CUDA source too.
 GENERATION = '''
@@ -67,6 +66,7 @@ def import_like_the_candidate(solution: Path, build_dir: str, cache: Path) -> di
     code = (
         "import json, sys\n"
         f"sys.path.insert(0, {str(WORKERS_DIR)!r})\n"
+        "import siblings\n"
         "import candidate_child\n"
         "model = candidate_child._import_candidate(json.loads(sys.argv[1]))\n"
         "module = sys.modules['kernel_agent_solution']\n"
@@ -377,6 +377,7 @@ def test_agent_compile_of_a_generation_shows_its_kernels_resource_table(
 BUILD_IN_PROCESS = """
 import runpy, sys
 sys.path.insert(0, sys.argv[3])
+import siblings
 import inline_build
 inline_build.install(sys.argv[2])
 module = runpy.run_path(sys.argv[1])

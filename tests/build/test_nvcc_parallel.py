@@ -1,4 +1,4 @@
-"""nvcc's steps run as a graph (sandbox/workers/nvcc_parallel.py): what it builds is what nvcc
+"""nvcc's steps run as a graph (sandbox/workers/build/nvcc_parallel.py): what it builds is what nvcc
 builds, a failing step reads as nvcc's failure, and what it does not plan goes to nvcc as is."""
 
 from __future__ import annotations
@@ -9,10 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.base import WORKERS_DIR
-
-sys.path.insert(0, str(WORKERS_DIR))
-from sandbox.workers import nvcc_parallel
+import sandbox.workers.siblings  # noqa: F401  (the workers import each other by name)
+from sandbox.workers.build import nvcc_parallel
 
 NVCC = Path("/usr/local/cuda/bin/nvcc")
 pytestmark = [

@@ -16,7 +16,7 @@ from agent.referee.baselines import BaselineCache
 from agent.tasks import load_task
 from agent.workspace import open_solution
 from sandbox.base import open_sandbox
-from sandbox.workers.timing import TimingConfig
+from sandbox.workers.gpu.timing import TimingConfig
 
 HERE = Path(__file__).resolve().parent
 TASKS = HERE / "tasks"

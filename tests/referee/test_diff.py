@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from agent.referee.diff import diff_outputs, render_diff
-from sandbox.workers import compare
+from sandbox.workers.referee import compare
 
 
 def one(expected: object, actual: object, tolerance: str = "default"):

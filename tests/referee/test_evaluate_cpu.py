@@ -12,8 +12,8 @@ import pytest
 
 from agent.workspace import SingleFileSolution
 from sandbox.paths import gpu_gate_dir
-from sandbox.workers.candidate_child import WAIT_TO_RUN
-from sandbox.workers.gpu_gate import GpuGate, gate_files
+from sandbox.workers.gpu.gpu_gate import GpuGate, gate_files
+from sandbox.workers.referee.candidate_child import WAIT_TO_RUN
 from tests.referee.conftest import PYTHON_CANDIDATES, JudgeCpu
 
 pytestmark = pytest.mark.slow

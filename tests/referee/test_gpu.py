@@ -198,12 +198,9 @@ def test_torch_glue_violates_strict(gpu_dir: Path, baselines: BaselineCache) -> 
 
 # -- the measuring parts on their own -----------------------------------------------------------
 def test_poisoned_allocator_hands_out_nan() -> None:
-    import sys
 
-    from sandbox.base import WORKERS_DIR
-
-    sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
-    from sandbox.workers.candidate_trials import poison_allocator
+    import sandbox.workers.siblings  # noqa: F401  (the workers import each other by name)
+    from sandbox.workers.referee.candidate_trials import poison_allocator
 
     # A free remnant of a segment still partly in use: empty_cache cannot release it, best fit
     # prefers it, and it holds what was written before (the H200 showed such stale values).
@@ -223,7 +220,7 @@ def test_poisoned_allocator_hands_out_nan() -> None:
 
 @pytest.mark.quiet
 def test_work_on_a_side_stream_is_inside_the_timing() -> None:
-    from sandbox.workers.timing import TimingConfig, time_calls
+    from sandbox.workers.gpu.timing import TimingConfig, time_calls
 
     side = torch.cuda.Stream()
     config = TimingConfig(min_reps=20, max_reps=40)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.workers.gpu_gate import GpuGate, gate_path, open_gate, physical_gpu
+from sandbox.workers.gpu.gpu_gate import GpuGate, gate_path, open_gate, physical_gpu
 
 
 def _hold(path: str, mode: str, seconds: float, log: str, name: str, start_after: float = 0.0) -> None:

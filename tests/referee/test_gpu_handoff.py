@@ -1,4 +1,4 @@
-"""Candidate outputs handed to the judge on the GPU (sandbox/workers/gpu_handoff.py).
+"""Candidate outputs handed to the judge on the GPU (sandbox/workers/gpu/gpu_handoff.py).
 
 Without a GPU: the socket in an exchange folder of any depth, and the judge's end refusing what
 an untrusted child sends (malformed, unknown outputs, twice the same one, floods) before it
@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+import sandbox.workers.siblings  # noqa: F401  (the workers import each other by name)
 from sandbox.base import WORKERS_DIR, open_sandbox
-
-sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
-from sandbox.workers import gpu_handoff
-from sandbox.workers.gpu_handoff import HandoffReceiver, listen
+from sandbox.workers.gpu import gpu_handoff
+from sandbox.workers.gpu.gpu_handoff import HandoffReceiver, listen
 
 
 def deep_folder(root: Path) -> Path:
@@ -128,6 +126,7 @@ def test_without_a_socket_the_child_keeps_to_files() -> None:
 CHILD = """
 import json, socket, sys
 sys.path.insert(0, {workers!r})
+import siblings
 import torch
 import gpu_handoff
 

@@ -1,4 +1,4 @@
-"""Shares of one GPU's memory among the evaluations on it (sandbox/workers/gpu_memory.py)."""
+"""Shares of one GPU's memory among the evaluations on it (sandbox/workers/gpu/gpu_memory.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from pathlib import Path
 from agent.referee.evaluate import memory_need
 from agent.tasks import ArgSpec, InputSpec, Task
 from sandbox.base import WORKERS_DIR
-from sandbox.workers.gpu_memory import UNITS, MemoryClaim, units_for
+from sandbox.workers.gpu.gpu_memory import UNITS, MemoryClaim, units_for
 
 HOLD = f"""
 import sys, time
 sys.path.insert(0, {str(WORKERS_DIR)!r})
+import siblings
 from gpu_memory import MemoryClaim
 claim = MemoryClaim(sys.argv[1], int(sys.argv[2]))
 assert claim.acquire(10)
@@ -52,6 +53,7 @@ def test_claims_share_the_units_and_wait_for_what_is_taken(tmp_path: Path) -> No
 CHURN = f"""
 import sys, time
 sys.path.insert(0, {str(WORKERS_DIR)!r})
+import siblings
 from gpu_memory import MemoryClaim
 print("started", flush=True)
 while True:
@@ -153,6 +155,7 @@ def test_the_need_grows_with_the_tasks_inputs_outputs_and_state(tmp_path: Path) 
 INHERIT = f"""
 import os, sys
 sys.path.insert(0, {str(WORKERS_DIR)!r})
+import siblings
 from gpu_memory import keep_one
 fds = [int(fd) for fd in sys.argv[1].split(",")]
 print("holding", flush=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from sandbox.workers import hidden_inputs as H
-from sandbox.workers.referee_common import seeded_call
+from sandbox.workers.referee import hidden_inputs as H
+from sandbox.workers.referee.referee_common import seeded_call
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,7 +69,7 @@ def test_candidate_and_judge_processes_rebuild_identical_inputs() -> None:
     assert {H.draw(s).transform for s in seeds} - {"task"}, "the seeds must cover real transforms"
     script = (
         "import hashlib,sys,torch\n"
-        "sys.path.insert(0, 'sandbox/workers')\n"
+        "sys.path.insert(0, 'sandbox/workers')\nimport siblings\n"
         "import hidden_inputs as H\n"
         "from referee_common import seeded_call\n"
         "def get_inputs():\n"

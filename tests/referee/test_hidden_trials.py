@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from agent.referee.processes import Seeds
-from sandbox.workers.hidden_inputs import TRIAL_TRANSFORMS, draw
+from sandbox.workers.referee.hidden_inputs import TRIAL_TRANSFORMS, draw
 from tests.referee.conftest import JudgeCpu
 
 pytestmark = pytest.mark.slow

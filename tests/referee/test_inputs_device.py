@@ -3,14 +3,12 @@ task whose get_inputs() cannot follow the default device is moved, and the resul
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import torch
 
-from sandbox.base import WORKERS_DIR
+import sandbox.workers.siblings  # noqa: F401  (the workers import each other by name)
 
-sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
+# isort: split
 from referee_common import seeded_call
 
 # The meta device stands in for the GPU here: a factory that follows the default device lands

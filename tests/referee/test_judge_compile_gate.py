@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from sandbox.base import WORKERS_DIR
+import sandbox.workers.siblings  # noqa: F401  (the workers import each other by name)
 
-sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
+# isort: split
 import judge
 from gpu_gate import GpuGate, Mode
 

@@ -8,7 +8,7 @@ import torch
 from agent.referee.diff import diff_outputs, margin_line, render_diff
 from agent.referee.policy import tolerance_policy
 from agent.referee.results import CorrectnessReport, OutputDiff, TrialReport
-from sandbox.workers import compare
+from sandbox.workers.referee import compare
 
 
 def one(expected: torch.Tensor, actual: torch.Tensor) -> OutputDiff:

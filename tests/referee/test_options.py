@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from agent.referee import EvalOptions
 from agent.referee.options import validation_message
-from sandbox.workers.timing import TimingConfig
+from sandbox.workers.gpu.timing import TimingConfig
 
 
 def test_the_defaults_are_agent_evals() -> None:

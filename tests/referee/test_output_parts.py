@@ -3,15 +3,14 @@ judge joins exactly what was saved, and refuses part lists it did not expect."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from sandbox.base import WORKERS_DIR
+import sandbox.workers.siblings  # noqa: F401  (the workers import each other by name)
 
-sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
+# isort: split
 import candidate_trials
 import judge
 

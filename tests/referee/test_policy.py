@@ -7,7 +7,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from agent.referee.policy import TOLERANCES, TolerancePolicy, check_policy_name, tolerance_policy
-from sandbox.workers.op_policy import (
+from sandbox.workers.referee.op_policy import (
     FORWARD_LABEL,
     forbidden,
     is_allowed,
@@ -113,12 +113,9 @@ def test_the_profiler_sees_torch_inside_a_custom_operator_the_mode_does_not() ->
 
 
 def test_uninitialized_allocations_read_nan_under_the_poisoning_recorder() -> None:
-    import sys
 
-    from sandbox.base import WORKERS_DIR
-
-    sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
-    from sandbox.workers.candidate_trials import poison_tensor
+    import sandbox.workers.siblings  # noqa: F401  (the workers import each other by name)
+    from sandbox.workers.referee.candidate_trials import poison_tensor
 
     recorder = make_recorder(on_uninitialized=poison_tensor)
     x = torch.randn(5, 7)

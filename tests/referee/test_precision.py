@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sandbox.workers import precision as P
+from sandbox.workers.referee import precision as P
 
 
 def _gen(seed: int = 0) -> torch.Generator:

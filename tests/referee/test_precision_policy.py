@@ -4,12 +4,16 @@ end on the CPU (real worker processes; TF32 emulated by rounding, as there is no
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from pydantic import ValidationError
+
+import sandbox.workers.siblings  # noqa: F401  (the workers import each other by name)
+
+# isort: split
+from precision_check import baseline_model, measure
 
 from agent.cli.common import PRECISION_CHOICES
 from agent.referee import EvalOptions
@@ -17,11 +21,7 @@ from agent.referee.baselines import BaselineCache, Baselines
 from agent.referee.options import validation_message
 from agent.referee.policy import PRECISIONS
 from agent.referee.results import TimingStats
-from sandbox.base import WORKERS_DIR
 from tests.referee.conftest import JudgeCpu
-
-sys.path.insert(0, str(WORKERS_DIR))  # the workers import each other by module name
-from precision_check import baseline_model, measure
 
 
 def test_fp32_is_the_default_with_the_policy_tables_tolerances() -> None:

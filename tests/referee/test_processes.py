@@ -152,7 +152,9 @@ def test_a_judge_started_after_its_parent_died_exits_but_a_launcher_between_them
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    probe = "import sys; sys.path.insert(0, sys.argv[1]); from lifetime import die_with_parent; "
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import siblings; from lifetime import die_with_parent; "
+    )
     probe += "die_with_parent(int(sys.argv[2])); print('running')"
     orphan = subprocess.run(
         [sys.executable, "-c", probe, str(WORKERS_DIR), str(gone.pid)], capture_output=True, text=True

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from sandbox.workers.timing import (
+from sandbox.workers.gpu.timing import (
     TIMING_VERSION,
     TimingConfig,
     other_streams_excess,
@@ -97,7 +97,7 @@ def test_outputs_that_pin_a_large_storage_are_not_all_held(monkeypatch: pytest.M
     import torch
     import torch.nn.functional as F
 
-    from sandbox.workers import timing
+    from sandbox.workers.gpu import timing
 
     side = 512
     loss = F.smooth_l1_loss(torch.rand(side, side), torch.rand(side, side))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sandbox.workers import referee_common as rc
+from sandbox.workers.referee import referee_common as rc
 
 TASK = """
 import torch, torch.nn as nn

@@ -57,7 +57,7 @@ def test_the_profile_worker_times_every_operator_on_the_cpu_in_a_sandbox(tmp_pat
     _, graph = _graph(tmp_path)
     with open_sandbox("local", workspace=tmp_path, gpus=None) as box:
         cmd = box.python_command(
-            box.worker("profile_regions.py"), "task.py", "--device", "cpu", "--iters", "2"
+            box.worker("tasks/profile_regions.py"), "task.py", "--device", "cpu", "--iters", "2"
         )
         result = box.exec(cmd, timeout=300, cwd=box.workspace_path)
     report = parse(result.stdout)

@@ -350,7 +350,7 @@ def test_real_daemon_container_waits_at_the_hosts_gate(
 ) -> None:
     """A lock the host holds on a gate file is seen by a process in the container (flock across
     the read-only bind mount), so a candidate there cannot take the GPU while another times."""
-    from sandbox.workers.gpu_gate import GpuGate
+    from sandbox.workers.gpu.gpu_gate import GpuGate
 
     if "nvidia" in (docker_client.info().get("Runtimes") or {}):
         pytest.skip("this daemon has the nvidia runtime")

@@ -31,7 +31,7 @@ from agent.batch.executors import EvaluationError
 from agent.batch.jobs import CompileFn, JudgeFn, compile_job, judge_job
 from agent.batch.scheduler import NO_GPU, GpuPool, referee_gate
 from agent.referee.results import EvalResult
-from sandbox.workers.gpu_gate import physical_gpu
+from sandbox.workers.gpu.gpu_gate import physical_gpu
 
 
 class ProcessWorker:

@@ -1,4 +1,4 @@
-"""The timing procedure's settings and what it measured (sandbox/workers/timing.py)."""
+"""The timing procedure's settings and what it measured (sandbox/workers/gpu/timing.py)."""
 
 from __future__ import annotations
 

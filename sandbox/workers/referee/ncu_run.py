@@ -17,8 +17,10 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import siblings  # noqa: F401  (the workers import each other by name)
 
+# isort: split
 from protocol import emit, stdout_to_stderr
 
 

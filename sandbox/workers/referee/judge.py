@@ -22,8 +22,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import siblings  # noqa: F401  (the workers import each other by name)
 
+# isort: split
 import torch
 from compare import compare_tensors, compare_values, tolerance_for
 from gpu_gate import GpuGate, open_gate

@@ -21,8 +21,10 @@ import time
 import traceback
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import siblings  # noqa: F401  (the workers import each other by name)
 
+# isort: split
 import hub_offline
 from protocol import ArgDescription, InspectResult, TaskFailed, TaskReport, emit, stdout_to_stderr
 

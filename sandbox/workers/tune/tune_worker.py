@@ -30,8 +30,10 @@ import time
 import types
 from collections.abc import Mapping
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import siblings  # noqa: F401  (the workers import each other by name)
 
+# isort: split
 from protocol import (
     DoneLine,
     ItemFailure,

@@ -33,8 +33,10 @@ import sys
 import time
 from typing import IO, TYPE_CHECKING
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import siblings  # noqa: F401  (the workers import each other by name)
 
+# isort: split
 from gpu_gate import open_gate
 
 if TYPE_CHECKING:

@@ -287,7 +287,7 @@ def classify_error(exc: BaseException) -> str:
 
 
 _HARNESS_FRAMES = (
-    os.path.dirname(os.path.abspath(__file__)),
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,  # every worker group
     "<frozen importlib",
     "torch/nn/modules/module.py",
 )

@@ -25,7 +25,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import siblings  # noqa: F401  (the workers import each other by name)
 
 _out = os.fdopen(os.dup(1), "w")  # the protocol channel; fd 1 itself is pointed at stderr
 os.dup2(2, 1)

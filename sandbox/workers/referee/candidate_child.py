@@ -23,8 +23,10 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import siblings  # noqa: F401  (the workers import each other by name)
 
+# isort: split
 from lifetime import die_with_parent
 
 if TYPE_CHECKING:

@@ -1,0 +1,1 @@
+"""The referee's workers: the candidate's supervisor and child, the judge, and what they share."""
