@@ -36,23 +36,16 @@ from agent.messages import (
     Usage,
     UserMessage,
 )
-from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S, RetryPolicy, SdkErrors
+from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S, RetryPolicy
 from agent.models.prices import PriceTable, load_prices
-from agent.models.sdk import ProviderSdk, api_key
+from agent.models.sdk import ProviderSdk, api_key, sdk_errors
 
 OPAQUE_BLOCKS = "anthropic_blocks"
 """provider_details key: blocks other than text and tool_use (thinking with its signature, ...), kept
 verbatim because Anthropic requires them back unchanged on the next request."""
 
 SDK = ProviderSdk(
-    provider="anthropic",
-    default_base_url="https://api.anthropic.com",
-    errors=SdkErrors(
-        base=anthropic.APIError,
-        status=anthropic.APIStatusError,
-        connection=anthropic.APIConnectionError,
-        malformed=(anthropic.APIResponseValidationError,),
-    ),
+    provider="anthropic", default_base_url="https://api.anthropic.com", errors=sdk_errors(anthropic)
 )
 
 

@@ -30,25 +30,16 @@ from agent.messages import (
     Usage,
     UserMessage,
 )
-from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S, RetryPolicy, SdkErrors
+from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S, RetryPolicy
 from agent.models.prices import PriceTable, load_prices
-from agent.models.sdk import ProviderSdk, api_key
+from agent.models.sdk import ProviderSdk, api_key, sdk_errors
 
 LOCAL_SERVER_PLACEHOLDER_KEY = "not-needed"
 """Sent to a base-URL server when no key is set: the SDK insists on one, most local servers ignore it."""
 REASONING_CONTENT = "openai_reasoning_content"
 REFUSAL = "openai_refusal"
 
-SDK = ProviderSdk(
-    provider="openai",
-    default_base_url="https://api.openai.com/v1",
-    errors=SdkErrors(
-        base=openai.APIError,
-        status=openai.APIStatusError,
-        connection=openai.APIConnectionError,
-        malformed=(openai.APIResponseValidationError,),
-    ),
-)
+SDK = ProviderSdk(provider="openai", default_base_url="https://api.openai.com/v1", errors=sdk_errors(openai))
 
 
 def openai_client(
