@@ -109,16 +109,12 @@ class AnthropicModel:
         )
         wire = answer.parsed
         usage = usage_from_wire(wire)
-        return ModelResponse(
+        return answer.response(
             message=assistant_from_wire(wire),
             usage=usage,
             cost_usd=self._prices.cost_usd("anthropic", self.model, usage),
             stop_reason=stop_reason_from_wire(wire.stop_reason),
             model=wire.model,
-            latency_s=answer.latency_s,
-            attempts=answer.attempts,
-            raw_request=request,
-            raw_response=answer.body,
         )
 
 

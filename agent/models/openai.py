@@ -104,16 +104,12 @@ class OpenAIModel:
         completion = answer.parsed
         choice = completion.choices[0]
         usage = usage_from_wire(completion)
-        return ModelResponse(
+        return answer.response(
             message=assistant_from_wire(choice.message),
             usage=usage or Usage(),
             cost_usd=None if usage is None else self._prices.cost_usd("openai", self.model, usage),
             stop_reason=stop_reason_from_wire(choice.finish_reason),
             model=completion.model or self.model,
-            latency_s=answer.latency_s,
-            attempts=answer.attempts,
-            raw_request=request,
-            raw_response=answer.body,
         )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from agent.messages import AssistantMessage, ModelResponse, StopReason, Usage
 from agent.models.base import (
     PROVIDER_KEY_ENV,
     Endpoint,
@@ -130,10 +131,34 @@ class ProviderSdk:
 class Answer(Generic[ParsedT]):
     """One model call's answer: parsed by the SDK, the body as the provider sent it, and what it took."""
 
+    request: dict[str, Any]
     parsed: ParsedT
     body: dict[str, Any]
     attempts: int
     latency_s: float
+
+    def response(
+        self,
+        *,
+        message: AssistantMessage,
+        usage: Usage,
+        cost_usd: float | None,
+        stop_reason: StopReason,
+        model: str,
+    ) -> ModelResponse:
+        """The call as the loop and the transcript keep it: the neutral turn read from `parsed`, with
+        the request and the body exactly as they went and came."""
+        return ModelResponse(
+            message=message,
+            usage=usage,
+            cost_usd=cost_usd,
+            stop_reason=stop_reason,
+            model=model,
+            latency_s=self.latency_s,
+            attempts=self.attempts,
+            raw_request=self.request,
+            raw_response=self.body,
+        )
 
 
 @dataclass(frozen=True)
@@ -154,7 +179,7 @@ class SdkCalls:
     def send(
         self,
         create: Callable[..., RawResponse[ParsedT]],
-        request: Mapping[str, Any],
+        request: dict[str, Any],
         *,
         is_answer: Callable[[ParsedT, dict[str, Any]], bool],
         not_an_answer: str,
@@ -180,4 +205,5 @@ class SdkCalls:
             errors=self.errors,
             request_timeout_s=self.request_timeout_s,
         )
-        return Answer(parsed=parsed, body=body, attempts=attempts, latency_s=time.monotonic() - started)
+        latency_s = time.monotonic() - started
+        return Answer(request=request, parsed=parsed, body=body, attempts=attempts, latency_s=latency_s)
