@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, assert_never
 
@@ -38,31 +36,16 @@ from agent.messages import (
     Usage,
     UserMessage,
 )
-from agent.models.base import (
-    DEFAULT_REQUEST_TIMEOUT_S,
-    PROVIDER_KEY_ENV,
-    Endpoint,
-    MalformedResponse,
-    ModelError,
-    RetryPolicy,
-    SdkErrors,
-    call_with_retries,
-    client_timeout_s,
-    missing_key_message,
-)
+from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S, RetryPolicy
 from agent.models.prices import PriceTable, load_prices
+from agent.models.sdk import ProviderSdk, api_key, sdk_errors
 
-KEY_ENV = PROVIDER_KEY_ENV["anthropic"]
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 OPAQUE_BLOCKS = "anthropic_blocks"
 """provider_details key: blocks other than text and tool_use (thinking with its signature, ...), kept
 verbatim because Anthropic requires them back unchanged on the next request."""
 
-SDK_ERRORS = SdkErrors(
-    base=anthropic.APIError,
-    status=anthropic.APIStatusError,
-    connection=anthropic.APIConnectionError,
-    malformed=(anthropic.APIResponseValidationError,),
+SDK = ProviderSdk(
+    provider="anthropic", default_base_url="https://api.anthropic.com", errors=sdk_errors(anthropic)
 )
 
 
@@ -73,9 +56,7 @@ def anthropic_client(
     env: Mapping[str, str] | None = None,
 ) -> anthropic.Anthropic:
     """The default client: key from ANTHROPIC_API_KEY, the SDK's own retries off (tenacity owns them)."""
-    key = (os.environ if env is None else env).get(KEY_ENV)
-    if not key:
-        raise ModelError(missing_key_message(KEY_ENV), provider="anthropic")
+    key = api_key("anthropic", env)
     # An explicit timeout also turns off the SDK's refusal of large max_tokens without streaming.
     return anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0, timeout=timeout_s)
 
@@ -99,20 +80,11 @@ class AnthropicModel:
         self.model = model
         self.name = f"anthropic:{model}"
         self._client = client.with_options(max_retries=0)
-        self._request_timeout_s = request_timeout_s or client_timeout_s(client.timeout)
+        self._calls = SDK.calls(client, model, retry=retry, request_timeout_s=request_timeout_s)
         self._prices = prices if prices is not None else load_prices()
-        self._retry = retry or RetryPolicy()
         self._default_max_output_tokens = default_max_output_tokens
         self._prompt_caching = prompt_caching
         self._extra_params = dict(extra_params or {})
-        base_url = str(client.base_url).rstrip("/")
-        self._endpoint = Endpoint(
-            provider="anthropic",
-            model=model,
-            key_env=KEY_ENV,
-            base_url=None if base_url == DEFAULT_BASE_URL else base_url,
-            url=base_url,
-        )
 
     def query(
         self,
@@ -129,38 +101,21 @@ class AnthropicModel:
             prompt_caching=self._prompt_caching,
             extra_params=self._extra_params,
         )
-        started = time.monotonic()
-        (wire, body), attempts = call_with_retries(
-            lambda timeout: self._send(request, timeout),
-            policy=self._retry,
-            endpoint=self._endpoint,
-            errors=SDK_ERRORS,
-            request_timeout_s=self._request_timeout_s,
+        answer = self._calls.send(
+            self._client.messages.with_raw_response.create,
+            request,
+            is_answer=lambda _wire, body: isinstance(body.get("content"), list),
+            not_an_answer="not a message",
         )
-        latency_s = time.monotonic() - started
+        wire = answer.parsed
         usage = usage_from_wire(wire)
-        return ModelResponse(
+        return answer.response(
             message=assistant_from_wire(wire),
             usage=usage,
             cost_usd=self._prices.cost_usd("anthropic", self.model, usage),
             stop_reason=stop_reason_from_wire(wire.stop_reason),
             model=wire.model,
-            latency_s=latency_s,
-            attempts=attempts,
-            raw_request=request,
-            raw_response=body,
         )
-
-    def _send(self, request: dict[str, Any], timeout: float | None) -> tuple[WireMessage, dict[str, Any]]:
-        """One attempt: the parsed message and the body as returned. A 200 whose body does not parse or
-        is not a message raises (and is retried like a dropped connection)."""
-        options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-        raw = self._client.messages.with_raw_response.create(**request, **options)
-        wire = raw.parse()
-        body = raw.http_response.json()
-        if not isinstance(body, dict) or not isinstance(body.get("content"), list):
-            raise MalformedResponse(f"not a message: {raw.http_response.text[:200]!r}")
-        return wire, body
 
 
 def build_request(

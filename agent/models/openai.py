@@ -6,8 +6,6 @@ speak it; those are reached through a base URL.
 
 from __future__ import annotations
 
-import os
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, assert_never
@@ -32,33 +30,16 @@ from agent.messages import (
     Usage,
     UserMessage,
 )
-from agent.models.base import (
-    DEFAULT_REQUEST_TIMEOUT_S,
-    PROVIDER_KEY_ENV,
-    Endpoint,
-    MalformedResponse,
-    ModelError,
-    RetryPolicy,
-    SdkErrors,
-    call_with_retries,
-    client_timeout_s,
-    missing_key_message,
-)
+from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S, RetryPolicy
 from agent.models.prices import PriceTable, load_prices
+from agent.models.sdk import ProviderSdk, api_key, sdk_errors
 
-KEY_ENV = PROVIDER_KEY_ENV["openai"]
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 LOCAL_SERVER_PLACEHOLDER_KEY = "not-needed"
 """Sent to a base-URL server when no key is set: the SDK insists on one, most local servers ignore it."""
 REASONING_CONTENT = "openai_reasoning_content"
 REFUSAL = "openai_refusal"
 
-SDK_ERRORS = SdkErrors(
-    base=openai.APIError,
-    status=openai.APIStatusError,
-    connection=openai.APIConnectionError,
-    malformed=(openai.APIResponseValidationError,),
-)
+SDK = ProviderSdk(provider="openai", default_base_url="https://api.openai.com/v1", errors=sdk_errors(openai))
 
 
 def openai_client(
@@ -68,11 +49,7 @@ def openai_client(
     env: Mapping[str, str] | None = None,
 ) -> openai.OpenAI:
     """The default client: key from OPENAI_API_KEY (optional with a base URL), SDK retries off."""
-    key = (os.environ if env is None else env).get(KEY_ENV)
-    if not key:
-        if base_url is None:
-            raise ModelError(missing_key_message(KEY_ENV), provider="openai")
-        key = LOCAL_SERVER_PLACEHOLDER_KEY
+    key = api_key("openai", env, fallback=None if base_url is None else LOCAL_SERVER_PLACEHOLDER_KEY)
     return openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=timeout_s)
 
 
@@ -93,21 +70,13 @@ class OpenAIModel:
         """`request_timeout_s`: seconds one request may wait for its answer (default: the client's)."""
         self.model = model
         self._client = client.with_options(max_retries=0)
-        self._request_timeout_s = request_timeout_s or client_timeout_s(client.timeout)
+        self._calls = SDK.calls(client, model, retry=retry, request_timeout_s=request_timeout_s)
+        self._is_openai = self._calls.is_provider_url
+        base_url = self._calls.endpoint.url
+        self.name = f"openai:{model}" if self._is_openai else f"openai:{model}@{base_url}"
         self._prices = prices if prices is not None else load_prices()
-        self._retry = retry or RetryPolicy()
         self._default_max_output_tokens = default_max_output_tokens
         self._extra_params = dict(extra_params or {})
-        base_url = str(client.base_url).rstrip("/")
-        self._is_openai = base_url == DEFAULT_BASE_URL
-        self.name = f"openai:{model}" if self._is_openai else f"openai:{model}@{base_url}"
-        self._endpoint = Endpoint(
-            provider="openai",
-            model=model,
-            key_env=KEY_ENV,
-            base_url=None if self._is_openai else base_url,
-            url=base_url,
-        )
 
     def query(
         self,
@@ -126,39 +95,22 @@ class OpenAIModel:
             max_tokens_param="max_completion_tokens" if self._is_openai else "max_tokens",
             extra_params=self._extra_params,
         )
-        started = time.monotonic()
-        (completion, body), attempts = call_with_retries(
-            lambda timeout: self._send(request, timeout),
-            policy=self._retry,
-            endpoint=self._endpoint,
-            errors=SDK_ERRORS,
-            request_timeout_s=self._request_timeout_s,
+        answer = self._calls.send(
+            self._client.chat.completions.with_raw_response.create,
+            request,
+            is_answer=lambda completion, _body: bool(completion.choices),
+            not_an_answer="no choices in the answer",
         )
-        latency_s = time.monotonic() - started
+        completion = answer.parsed
         choice = completion.choices[0]
         usage = usage_from_wire(completion)
-        return ModelResponse(
+        return answer.response(
             message=assistant_from_wire(choice.message),
             usage=usage or Usage(),
             cost_usd=None if usage is None else self._prices.cost_usd("openai", self.model, usage),
             stop_reason=stop_reason_from_wire(choice.finish_reason),
             model=completion.model or self.model,
-            latency_s=latency_s,
-            attempts=attempts,
-            raw_request=request,
-            raw_response=body,
         )
-
-    def _send(self, request: dict[str, Any], timeout: float | None) -> tuple[ChatCompletion, dict[str, Any]]:
-        """One attempt: the parsed completion and the body as returned. A 200 whose body does not parse
-        or has no choices raises (and is retried like a dropped connection)."""
-        options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
-        raw = self._client.chat.completions.with_raw_response.create(**request, **options)
-        completion = raw.parse()
-        body = raw.http_response.json()
-        if not isinstance(body, dict) or not completion.choices:
-            raise MalformedResponse(f"no choices in the answer: {raw.http_response.text[:200]!r}")
-        return completion, body
 
 
 def build_request(

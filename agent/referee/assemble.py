@@ -299,21 +299,12 @@ def timing_tampered(check: TimingCheck | None) -> str | None:
     return f"the timing the candidate process reported is impossible: {check.note}"
 
 
-def speedup(baseline_name: str, baseline: TimingStats, candidate: TimingStats) -> Speedup:
+def speedup(
+    baseline_name: Literal["eager", "compile"], baseline: TimingStats, candidate: TimingStats
+) -> Speedup:
     value = baseline.median_ms / candidate.median_ms if candidate.median_ms > 0 else math.inf
     noise = max(NOISE_FLOOR, math.hypot(baseline.relative_spread, candidate.relative_spread))
-    low, high = value * (1 - noise), value * (1 + noise)
-    within = low <= 1.0 <= high
-    outcome = "within_noise" if within else ("faster" if value > 1 else "slower")
-    return Speedup(
-        baseline=baseline_name,  # type: ignore[arg-type]
-        value=value,
-        noise=noise,
-        low=low,
-        high=high,
-        within_noise=within,
-        outcome=outcome,  # type: ignore[arg-type]
-    )
+    return Speedup.banded(baseline_name, value, noise)
 
 
 def performance_report(

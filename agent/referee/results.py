@@ -162,6 +162,21 @@ class Speedup(BaseModel):
     within_noise: bool
     outcome: Literal["faster", "slower", "within_noise"]
 
+    @classmethod
+    def banded(cls, baseline: Literal["eager", "compile"], value: float, noise: float) -> Speedup:
+        """`value` with its noise band value*(1 +- noise): faster or slower only when 1 lies outside it."""
+        low, high = value * (1 - noise), value * (1 + noise)
+        within = low <= 1.0 <= high
+        return cls(
+            baseline=baseline,
+            value=value,
+            noise=noise,
+            low=low,
+            high=high,
+            within_noise=within,
+            outcome="within_noise" if within else ("faster" if value > 1 else "slower"),
+        )
+
 
 class TimingCheck(BaseModel):
     """The candidate's reported timing against its supervisor's clock on the same timed window.

@@ -11,6 +11,7 @@ workspace that does not compile gets the real compile error; only what a GPU wou
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from agent.build.compile import compile_solution
 from agent.referee.results import (
@@ -69,21 +70,11 @@ class FakeVerdictReferee:
         )
 
 
-def fake_speedup(baseline: str, value: float | None, noise: float = 0.02) -> Speedup | None:
+def fake_speedup(
+    baseline: Literal["eager", "compile"], value: float | None, noise: float = 0.02
+) -> Speedup | None:
     """A Speedup as the referee writes it: band value*(1 +- noise), faster only above it."""
-    if value is None:
-        return None
-    low, high = value * (1 - noise), value * (1 + noise)
-    within = low <= 1.0 <= high
-    return Speedup(
-        baseline=baseline,  # type: ignore[arg-type]
-        value=value,
-        noise=noise,
-        low=low,
-        high=high,
-        within_noise=within,
-        outcome="within_noise" if within else ("faster" if value > 1 else "slower"),
-    )
+    return None if value is None else Speedup.banded(baseline, value, noise)
 
 
 def fake_stats(ms: float) -> TimingStats:

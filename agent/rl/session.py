@@ -41,27 +41,14 @@ from agent.rl.reward import RewardBreakdown, TierRewards, reward_from_result
 from agent.run.setup import tool_context
 from agent.stops import AbortStatus, RunAborted, RunStatus, RunStop
 from agent.tasks import Task
-from agent.tools import Toolbox, ToolContext, ToolOutput, ToolSettings
+from agent.tools import WORKSPACE_TOOLS, Toolbox, ToolContext, ToolOutput, ToolSettings
 from agent.tools.candidates import Referee, RefereeAdapter
-from agent.tools.files import edit_file, list_files, read_file, write_file
-from agent.tools.pipeline import compile_workspace, profile, submit, verify
 from agent.tools.skills import list_skills, read_skill
 from agent.transcripts.format import EvaluationEvent
 from agent.workspace import Workspace
 from sandbox.base import Sandbox, open_sandbox
 
-RL_TOOLS = (
-    list_files,
-    read_file,
-    write_file,
-    edit_file,
-    compile_workspace,
-    verify,
-    profile,
-    submit,
-    list_skills,
-    read_skill,
-)
+RL_TOOLS = (*WORKSPACE_TOOLS, list_skills, read_skill)
 """The tools a rollout offers: our own, by their own names and schemas (the system prompt's
 skill catalog names list_skills and read_skill, so they are offered too)."""
 

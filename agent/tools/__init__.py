@@ -1,5 +1,6 @@
 """The tools the model works with. `default_tools` is the set `agent solve` offers; a new tool is
-one more module here plus one line in `default_tools`."""
+one more module here plus one line in `default_tools` (in `WORKSPACE_TOOLS` when the RL rollouts
+offer it too)."""
 
 from __future__ import annotations
 
@@ -14,22 +15,21 @@ from .shell import shell
 from .skills import list_skills, read_skill
 from .tune import tune
 
+WORKSPACE_TOOLS: tuple[Tool, ...] = (
+    list_files,
+    read_file,
+    write_file,
+    edit_file,
+    compile_workspace,
+    verify,
+    profile,
+    submit,
+)
+"""What every run offers, the RL rollouts' too: read and write the workspace, build it, judge it."""
+
 
 def default_tools(*, shell_enabled: bool = False) -> list[Tool]:
-    tools = [
-        list_files,
-        read_file,
-        write_file,
-        edit_file,
-        compile_workspace,
-        verify,
-        profile,
-        submit,
-        tune,
-        list_skills,
-        read_skill,
-        start_from_template,
-    ]
+    tools = [*WORKSPACE_TOOLS, tune, list_skills, read_skill, start_from_template]
     # Offered only where the machine has them (a call without one still says so in one line).
     if find_cuda_tool("ncu") is not None:
         tools.append(ncu)
@@ -41,6 +41,7 @@ def default_tools(*, shell_enabled: bool = False) -> list[Tool]:
 
 
 __all__ = [
+    "WORKSPACE_TOOLS",
     "Tool",
     "ToolContext",
     "ToolError",

@@ -84,17 +84,22 @@ def upgrade_line(line: Line, version: int, current: int, upgrades: Mapping[int, 
     return line
 
 
+def _complete_lines(raw: bytes) -> tuple[list[bytes], bool]:
+    """The lines of a file, and whether its last line was cut off mid-write (then it is dropped)."""
+    lines = raw.split(b"\n")
+    cut = lines.pop()  # b"" when the file ends with a newline, else the unfinished last line
+    if not cut.strip():
+        return lines, False
+    try:
+        json.loads(cut)
+    except ValueError:
+        return lines, True
+    return [*lines, cut], False
+
+
 def _json_lines(path: Path) -> tuple[list[tuple[int, Line]], bool]:
     """(line number, parsed JSON) of every non-empty line; a last line cut off mid-write is dropped."""
-    raw = path.read_bytes().split(b"\n")
-    tail = raw.pop()
-    truncated = False
-    if tail.strip():
-        try:
-            json.loads(tail)
-            raw.append(tail)
-        except ValueError:
-            truncated = True
+    raw, truncated = _complete_lines(path.read_bytes())
     parsed: list[tuple[int, Line]] = []
     for number, text in enumerate(raw, start=1):
         if not text.strip():
@@ -139,15 +144,7 @@ def read_transcript(path: Path) -> Transcript:
         raw = path.read_bytes()
     except OSError as exc:
         raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
-    lines = raw.split(b"\n")
-    cut = lines.pop()  # b"" when the file ends with a newline, else the unfinished last line
-    truncated = False
-    if cut.strip():
-        try:
-            json.loads(cut)
-            lines.append(cut)
-        except ValueError:
-            truncated = True
+    lines, truncated = _complete_lines(raw)
     if not lines or not lines[0].strip():
         raise TranscriptError(f"{path}: empty; a transcript starts with its header line")
     header = _parse_header(path, lines[0])
