@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import runpy
 import sys
-import traceback
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -20,6 +19,7 @@ import siblings  # noqa: F401  (the workers import each other by name)
 
 # isort: split
 from protocol import emit, stdout_to_stderr
+from task_error import short_error
 
 
 def _flat(value: Any) -> list[Any]:
@@ -77,9 +77,7 @@ def main(argv: list[str]) -> None:
         with stdout_to_stderr():
             result = check(argv[0], argv[1], seed)
     except Exception as exc:
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f" (line {frames[-1].lineno} of {os.path.basename(frames[-1].filename)})" if frames else ""
-        result = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}{where}"}
+        result = {"ok": False, "error": short_error(exc)}
     emit(result)
 
 

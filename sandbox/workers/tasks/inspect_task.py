@@ -18,7 +18,6 @@ import select
 import signal
 import sys
 import time
-import traceback
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,6 +26,7 @@ import siblings  # noqa: F401  (the workers import each other by name)
 # isort: split
 import hub_offline
 from protocol import ArgDescription, InspectResult, TaskFailed, TaskReport, emit, stdout_to_stderr
+from task_error import short_error
 
 META_FORWARD_S = 1.0
 EXIT_POLL_S = 0.1
@@ -55,16 +55,6 @@ def describe_value(value: Any) -> ArgDescription:
     return {"kind": "other", "value": type(value).__name__}
 
 
-def _short_error(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = ""
-    for frame in reversed(frames):
-        if frame.filename.endswith(".py") and "site-packages" not in frame.filename:
-            where = f" (line {frame.lineno}, in {frame.name})"
-            break
-    return f"{type(exc).__name__}: {exc}{where}"
-
-
 def inspect_file(path: str) -> TaskReport:
     """Shapes and dtypes without work: the task's own get_inputs(), get_init_inputs() and Model()
     run with the meta device as the default device, so nothing is allocated (KernelBench's level-1
@@ -91,7 +81,7 @@ def inspect_file(path: str) -> TaskReport:
                 init_inputs, inputs, model = _instantiate(namespace)
             built_on = "meta"
         except Exception as exc:
-            meta_error = _short_error(exc)
+            meta_error = short_error(exc, limit=4000)
             torch.manual_seed(0)
             namespace = runpy.run_path(path, run_name="__kernel_agent_task__")
             stage = "get_init_inputs"
@@ -120,7 +110,7 @@ def inspect_file(path: str) -> TaskReport:
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
-        message = str(exc) if isinstance(exc, _NotArguments) else _short_error(exc)
+        message = str(exc) if isinstance(exc, _NotArguments) else short_error(exc, limit=4000)
         if isinstance(exc, OSError) and exc.errno == errno.EFBIG:  # Python ignores SIGXFSZ
             message += ": it wrote a file past the sandbox's file-size limit (RLIMIT_FSIZE)"
         return {"path": path, "ok": False, "error": {"stage": stage, "message": message}}

@@ -18,7 +18,6 @@ import runpy
 import statistics
 import sys
 import time
-import traceback
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,6 +25,7 @@ import siblings  # noqa: F401  (the workers import each other by name)
 
 # isort: split
 from protocol import emit, stdout_to_stderr
+from task_error import short_error
 
 PREFIX = "ka_op_"
 
@@ -129,9 +129,7 @@ def main(argv: list[str]) -> None:
             result = profile(paths[0], options["--device"], int(options["--warmup"]), int(options["--iters"]))
         result["ok"] = True
     except Exception as exc:
-        frames = traceback.extract_tb(exc.__traceback__)
-        where = f" (line {frames[-1].lineno})" if frames else ""
-        result = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}{where}"}
+        result = {"ok": False, "error": short_error(exc)}
     emit(result)
 
 

@@ -19,7 +19,6 @@ import select
 import signal
 import sys
 import time
-import traceback
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,18 +27,9 @@ import siblings  # noqa: F401  (the workers import each other by name)
 # isort: split
 import hub_offline
 from protocol import emit, stdout_to_stderr
+from task_error import short_error
 
 CPU_FALLBACK_BYTES = 1 << 30
-
-
-def _short_error(exc: BaseException) -> str:
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = ""
-    for frame in reversed(frames):
-        if frame.filename.endswith(".py") and "site-packages" not in frame.filename:
-            where = f" (line {frame.lineno}, in {frame.name})"
-            break
-    return f"{type(exc).__name__}: {str(exc)[:300]}{where}"
 
 
 def _dtype(value: Any) -> str:
@@ -208,7 +198,7 @@ def trace_file(path: str) -> dict[str, Any]:
             model, _, inputs = _build(namespace, "meta")
             result.update(_trace(model, inputs), device="meta")
         except Exception as exc:
-            reason = _short_error(exc)
+            reason = short_error(exc)
             stage = "cpu"
             model, _, inputs = _build(namespace, "cpu")
             size = _nbytes(inputs)
@@ -225,7 +215,7 @@ def trace_file(path: str) -> dict[str, Any]:
     except BaseException as exc:
         if isinstance(exc, KeyboardInterrupt):
             raise
-        result["error"] = {"stage": stage, "message": _short_error(exc)}
+        result["error"] = {"stage": stage, "message": short_error(exc)}
     return result
 
 
