@@ -69,6 +69,7 @@ from sandbox.workers.protocol import (
     SolutionSpec,
     SupervisedRecheck,
 )
+from sandbox.workers.referee.precision import PRECISIONS
 
 RECHECKS = 2  # timed calls whose outputs the judge rechecks
 PROFILE_CALLS = 5
@@ -520,7 +521,7 @@ def _conclude(
     tampered = assemble.timing_tampered(result.performance.timing_check if result.performance else None)
     policy.violations += candidate.problems + ([tampered] if tampered else [])
     if not correctness.passed:
-        return "incorrect", assemble.first_problem(correctness)
+        return "incorrect", _lower_precision(result.precision_check) or assemble.first_problem(correctness)
     if result.precision_check is not None and not result.precision_check.ok:
         return "incorrect", result.precision_check.line
     shortfall = assemble.poison_shortfall(record)
@@ -561,6 +562,15 @@ def _performance_report(
         bandwidth_source=baselines.bandwidth_source,
         policy=policy,
     )
+
+
+def _lower_precision(check: PrecisionReport | None) -> str | None:
+    """Why outputs outside the tolerance are, where their error is that of a known lower precision
+    (TF32, FP16, BF16 accumulation) than the policy allows; an error past every rung is a bug, and
+    the first wrong output says more."""
+    if check is None or check.ok or check.measured not in PRECISIONS[1:]:
+        return None
+    return check.line
 
 
 def _precision_words(result: EvalResult) -> str:

@@ -131,6 +131,21 @@ def test_a_tf32_gemm_within_the_fp32_tolerance_is_rejected_under_fp32(judge_cpu:
 
 
 @pytest.mark.slow
+def test_a_bf16_gemm_outside_the_fp32_tolerance_is_told_its_precision_not_just_its_diff(
+    judge_cpu: JudgeCpu,
+) -> None:
+    """The H100 run of 2026-12-07: on centred inputs a reduced-precision GEMM fails FP32's tolerance
+    outright, and its precision must still be measured: it is the cause the model can act on."""
+    result = judge_cpu("matmul_long_k", "matmul_bf16", trials=1, profile=False)
+    assert result.verdict == "incorrect", result.feedback()
+    assert result.correctness is not None and not result.correctness.passed
+    check = result.precision_check
+    assert check is not None and (check.measured, check.ok) == ("bf16", False), check
+    assert result.reason.startswith("error consistent with BF16") and result.reason.endswith("allowed: FP32")
+    assert "outside atol" in result.feedback()  # the diff is still there to read
+
+
+@pytest.mark.slow
 def test_a_tf32_gemm_passes_under_tf32_against_tf32_baselines(judge_cpu: JudgeCpu) -> None:
     result = judge_cpu("matmul_long_k", "matmul_tf32_operands", trials=1, precision="tf32")
     assert result.verdict == "correct", result.feedback()
