@@ -19,6 +19,7 @@ set -u
 RUN=/tmp/session-gpu
 case "${1:-}" in
 start)
+    python3 -c 'import pydantic, typer, agent' || { echo "not started: the harness does not import (source benchmarks/gpu_setup.sh first)" >&2; exit 3; }
     rm -rf "$RUN" && mkdir -p "$RUN/out"
     cp -r . "$RUN/repo"
     cd "$RUN/repo" || exit 2
