@@ -224,7 +224,7 @@ def test_the_tools_are_offered_only_where_installed(monkeypatch: pytest.MonkeyPa
 @pytest.mark.slow
 def test_the_run_worker_reports_a_missing_gpu() -> None:
     done = subprocess.run(
-        [sys.executable, "-I", str(REPO / "sandbox" / "workers" / "ncu_run.py"), "{}"],
+        [sys.executable, "-I", str(REPO / "sandbox" / "workers" / "referee" / "ncu_run.py"), "{}"],
         capture_output=True,
         text=True,
         timeout=300,
