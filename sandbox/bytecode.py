@@ -38,7 +38,6 @@ import ast, compileall, importlib, sys
 from pathlib import Path
 workers = Path(sys.argv[1])
 sys.path.insert(0, str(workers))
-import siblings
 import torch, torch.utils.cpp_extension
 scripts = [p for p in workers.rglob("*.py") if "__pycache__" not in p.parts]
 names, own = set(), {p.stem for p in scripts} | {p.name for p in workers.rglob("*") if p.is_dir()}

@@ -115,10 +115,8 @@ def referencing_line(readable: str, sources: list[str]) -> tuple[str, int] | Non
 
 def _offline_hub(*paths: str | None) -> None:
     """Models loaded by name (level-4 tasks, and a ModelNew that wraps one) come from the shipped
-    configs: there is no network here."""
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    configs: there is no network here. (build.py, the one importer, has put tasks/ on the path.)"""
     import hub_offline
-    import siblings  # noqa: F401  (the workers import each other by name)
 
     for path in paths:
         if path and os.path.isfile(path):
