@@ -100,6 +100,8 @@ wait)
             > "$RUN/out/regions/table.log" 2>&1
     fi
     cp -r "$RUN/out/." "$OUT/"
+    # The device tool brings back top-level files only: every lane's folder travels in one archive.
+    tar czf "$OUT/all.tgz" -C "$RUN" out
     cat "$RUN/out/lanes.log" 2>/dev/null
     for log in "$RUN"/out/*.log; do echo "== ${log##*/}"; tail -n 4 "$log"; done
     [ -f "$RUN/exit" ] && echo finished || echo "still running"

@@ -171,4 +171,4 @@ def test_scaled_trials_scale_atol_by_the_outputs_rms_never_below_one() -> None:
     assert H.output_scale(torch.full((100,), 0.01)) == 1.0
     assert H.output_scale(torch.tensor([3.0, -4.0, float("inf")])) == pytest.approx(12.5**0.5)
     assert H.output_scale(torch.empty(0)) == 1.0
-    assert {"large", "edge"} <= set(H.TRIAL_TRANSFORMS) and {"large", "edge"} == H.SCALED_TRANSFORMS
+    assert {"large", "edge"} <= set(H.TRIAL_TRANSFORMS) and {"large", "edge", "centre"} == H.SCALED_TRANSFORMS

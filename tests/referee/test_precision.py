@@ -193,3 +193,33 @@ def test_an_honest_serial_fp32_dot_product_is_never_called_a_lower_precision(k: 
         if centred:
             tf32 = P.classify(errors["tf32"], errors)
             assert tf32.measured == "tf32" and not P.check_policy(tf32, "fp32").ok
+
+
+def test_the_centred_trial_passes_an_honest_bf16_gemm_and_still_fails_tf32_under_fp32() -> None:
+    """Centred operands make a GEMM's outputs and its rounding error both grow as sqrt(K): the
+    precision trial scales atol by the output's rms (hidden_inputs.SCALED_TRANSFORMS), so BF16
+    operands with FP32 accumulation pass the `bf16` policy, while the unscaled norm-wise limit
+    still fails a TF32 GEMM under `fp32`."""
+    from agent.referee.policy import PRECISION_TOLERANCES
+    from sandbox.workers.referee import hidden_inputs as H
+    from sandbox.workers.referee.compare import compare_tensors
+
+    gen = torch.Generator().manual_seed(7)
+    a = torch.rand(256, 4096, generator=gen) - 0.5
+    b = torch.rand(4096, 256, generator=gen) - 0.5
+    expected = (a.double() @ b.double()).float()
+    scale = H.output_scale(expected)
+    assert "centre" in H.SCALED_TRANSFORMS and scale > 3
+
+    def verdict(precision: str, policy: str, scaled: bool) -> bool:
+        atol, rtol, norm_rtol = PRECISION_TOLERANCES[policy].per_dtype["default"].as_list()
+        got = P.emulated_output(torch.matmul, [a, b], precision)
+        record = compare_tensors(
+            expected, got, atol=atol * (scale if scaled else 1.0), rtol=rtol, norm_rtol=norm_rtol
+        )
+        return bool(record["passed"])
+
+    assert verdict("bf16", "bf16", scaled=True)
+    assert not verdict("bf16", "bf16", scaled=False)  # the H100 failure this scaling removes
+    assert verdict("fp32", "fp32", scaled=True)
+    assert not verdict("tf32", "fp32", scaled=True)
