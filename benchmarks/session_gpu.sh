@@ -31,6 +31,7 @@ start)
         run=$0; out=$run/out
         export PYTHONUNBUFFERED=1 COLUMNS=160 OUT=$out
         nvidia-smi --query-gpu=timestamp,memory.used,utilization.gpu --format=csv -l 5 > "$out/gpu.csv" 2>/dev/null &
+        sampler=$!
         lane() {  # lane NAME COMMAND...: one lane, its log, its exit status and time
             local name=$1 started=$SECONDS; shift
             echo "$name start $(date -u +%T)" >> "$out/lanes.log"
@@ -68,11 +69,15 @@ start)
             done
             wait
         }
-        # Waves run one after another; the lanes of a wave (joined by commas) run at once.
+        # Waves run one after another; the lanes of a wave (joined by commas) run at once. A wave
+        # waits for its own lanes by pid: a bare `wait` also waits for the GPU sampler, which never
+        # ends (the first wave of 2026-12-07 15:27 UTC held every later wave back that way).
         for wave in ${LANES:-gputests adversarial precision,regions mutation}; do
-            for name in ${wave//,/ }; do lane "$name" "$name" & done
-            wait
+            pids=()
+            for name in ${wave//,/ }; do lane "$name" "$name" & pids+=($!); done
+            wait "${pids[@]}"
         done
+        kill "$sampler" 2>/dev/null
         echo done > "$run/exit"
     ' "$RUN" > "$RUN/console.log" 2>&1 < /dev/null &
     echo "started: pid $!, lanes log $RUN/out/lanes.log"
