@@ -420,9 +420,10 @@ def _run_candidate(
     """The candidate worker's run; the host holds `outer_gate` around it (a gate its sandbox cannot
     see), and the GPU's gate a moment past a killed run."""
     spec = _candidate_spec(judging, exchange, inner_gate)
-    # the arch load_inline built for, so that it does not rebuild
+    # The arch and the folder load_inline built in at compile, so that it does not rebuild: a single
+    # file's extensions, and a workspace's standalone modules (a whole model composed of regions).
     env = {"TORCH_CUDA_ARCH_LIST": judging.compiled.arch}
-    if judging.solution.kind == "single_file":
+    if judging.compiled.build_dir:
         env["TORCH_EXTENSIONS_DIR"] = judging.compiled.build_dir
     with _exclusive(outer_gate):
         run = run_candidate(judging.sandbox, spec, exchange, timeout=judging.options.run_timeout_s, env=env)

@@ -307,7 +307,9 @@ def render_hot_regions(table: HotRegionTable, rows: int = HOT_ROWS) -> str:
     )
     lines = [
         f"{len(table.regions)} fusible regions by share of the forward's time, {how}; "
-        f"the template library has templates for {100 * table.covered_share:.0f}% of it",
+        f"the template library has templates for {100 * table.covered_share:.0f}% of it "
+        "(open_region N works on region rN alone, as a task of its own; compose_regions puts the verified "
+        "regions into the whole model and keeps torch for the rest)",
         f"{'region'.ljust(40)} {'share':>6} {'GFLOP':>9} {'MB':>8} {'% floor':>7} {'headroom us':>11}  template",
     ]
     shown: list[HotRegion] = table.regions if len(table.regions) <= rows + 1 else table.regions[:rows]

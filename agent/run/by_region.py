@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.budget import BudgetUsage
+from agent.build.standalone import BUILD_DIR_PRELUDE
 from agent.build.toolkit import visible_gpu_arch
 from agent.messages import Message, ModelResponse, ToolSpec
 from agent.models.registry import TEMPLATES_MODEL
@@ -70,11 +71,6 @@ DEFAULT_UNITS = 24
 MIN_COVERED_SHARE = 0.5
 """A model whose covered regions hold less of its estimated time is refused as before: what stays in
 torch is then no minor operator, and the regions could not make the whole much faster."""
-BUILD_DIR_PRELUDE = (
-    "import os as _os\n"
-    "if _os.environ.get('TORCH_EXTENSIONS_DIR'):  # the referee's build folder: built once, at compile\n"
-    "    _os.environ['KERNEL_AGENT_STANDALONE_DIR'] = _os.environ['TORCH_EXTENSIONS_DIR']\n"
-)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from pathlib import Path
 from traceback import format_exc
 from typing import Any, Literal
@@ -23,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from agent.budget import Budget, BudgetLimits
+from agent.build.standalone import standalone_model
 from agent.messages import SystemMessage, UserMessage
 from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S, Model
 from agent.models.registry import DEFAULT_MODEL
@@ -40,9 +42,8 @@ from agent.run.loop import AgentLoop, LoopOutcome, Progress
 from agent.run.report import render_report
 from agent.run.result import SolveResult
 from agent.run.setup import run_prompts, tool_context, transcript_header
-from agent.run.standalone import standalone_model
 from agent.tasks import Task, load_task
-from agent.tools import Toolbox, ToolContext, ToolSettings, default_tools
+from agent.tools import RegionDesk, Toolbox, ToolContext, ToolSettings, default_tools
 from agent.tools.candidates import Candidate, CandidateBook, Referee, RefereeAdapter
 from agent.transcripts.format import RunEndEvent, TranscriptWriter
 from agent.workspace import HARNESS_FILES, MODEL_ENTRY, Workspace
@@ -153,9 +154,15 @@ def solve(
     out.mkdir(parents=True, exist_ok=True)
     workspace = Workspace.create(out / "workspace", task)
     budget = Budget(config.budget, clock=clock)
-    toolbox = Toolbox(default_tools(shell_enabled=config.shell))
-    with open_sandbox(config.sandbox, workspace=workspace.root, **dict(sandbox_options or {})) as sandbox:
+    with (
+        open_sandbox(config.sandbox, workspace=workspace.root, **dict(sandbox_options or {})) as sandbox,
+        ExitStack() as regions_open,
+    ):
         facts = facts or task_facts(config, task, referee, sandbox, gpu, budget)
+        desk = _region_desk(config, out, sandbox_options) if facts.hot is not None else None
+        if desk is not None:
+            regions_open.callback(desk.close)
+        toolbox = Toolbox(default_tools(shell_enabled=config.shell, regions=desk is not None))
         prompts = run_prompts(
             task,
             config.referee,
@@ -190,6 +197,7 @@ def solve(
                 events=transcript,
                 settings=settings,
             )
+            context.regions = desk
             loop = AgentLoop(
                 model=model,
                 toolbox=toolbox,
@@ -206,7 +214,20 @@ def solve(
                 ),
             )
             outcome = loop.run([SystemMessage(text=prompts.system), UserMessage(text=prompts.task)])
+            if desk is not None:
+                desk.focus_whole(context)  # the run returns the whole model's work, whatever was open
             return _finish(out, task, context, outcome, transcript)
+
+
+def _region_desk(config: SolveConfig, out: Path, sandbox_options: Mapping[str, object] | None) -> RegionDesk:
+    """The region tools' state for a whole model: region sub-workspaces under `out/regions`, each
+    with a sandbox of the run's kind, their tasks loaded as the run's was."""
+    options = dict(sandbox_options or {})
+    return RegionDesk(
+        folder=out / "regions",
+        open_sandbox=lambda root: open_sandbox(config.sandbox, workspace=root, **options),
+        load_task=lambda path: load_task(path, sandbox_kind=config.sandbox),
+    )
 
 
 def task_facts(

@@ -19,6 +19,7 @@ from agent.workspace import Workspace
 from sandbox.base import Sandbox
 
 from .base import ToolError
+from .region_desk import RegionDesk
 
 
 class EventSink(Protocol):
@@ -57,6 +58,13 @@ class ToolContext:
     events: EventSink
     settings: ToolSettings
     turn: int = 0
+    regions: RegionDesk | None = None
+    """A whole model's regions as sub-workspaces (agent/tools/regions.py); None: one region."""
+
+    @property
+    def region(self) -> int | None:
+        """The region sub-workspace the tools act on; None: the whole model."""
+        return self.regions.current if self.regions is not None else None
 
     def workspace_path(self, path: str) -> tuple[str, Path]:
         """(relative posix path, host path) of a path the model gave; ToolError outside the workspace."""
@@ -107,6 +115,7 @@ class ToolContext:
                 gpu_s=round(gpu_s, 3),
                 became_best=became_best,
                 result=result.model_dump(mode="json"),
+                region=self.region,
             )
         )
         return candidate, became_best

@@ -50,11 +50,13 @@ def _is_dry_run_pass(ctx: ToolContext, candidate: Candidate) -> bool:
     return ctx.settings.allow_no_gpu and candidate.result.verdict == "no_gpu" and candidate.result.compile.ok
 
 
-def _verdict_reply(ctx: ToolContext, candidate: Candidate, became_best: bool) -> ToolReply:
+def verdict_reply(ctx: ToolContext, candidate: Candidate, became_best: bool, *, head: str = "") -> ToolReply:
+    """The model's reply to a verdict (ToolError when it failed); `head` is a line put first."""
     data = _verdict_data(candidate, became_best)
+    lead = f"{head}\n" if head else ""
     if _is_dry_run_pass(ctx, candidate):
-        raise ToolError(f"{candidate.result.compile.feedback()}\n{DRY_RUN_NOTE}", data=data)
-    text = feedback(candidate.result, work=ctx.settings.work)
+        raise ToolError(f"{lead}{candidate.result.compile.feedback()}\n{DRY_RUN_NOTE}", data=data)
+    text = lead + feedback(candidate.result, work=ctx.settings.work)
     text += _sanitizer_offer(candidate)
     if not candidate.correct:
         raise ToolError(
@@ -99,7 +101,7 @@ def compile_workspace(ctx: ToolContext) -> ToolReply:
 def verify(ctx: ToolContext) -> ToolReply:
     """Check correctness: compile, then run ModelNew against the reference on fresh random inputs
     (several trials) under the active policy. Returns the verdict and, when wrong, where and by how much."""
-    return _verdict_reply(ctx, *ctx.judge("verify", profile=False))
+    return verdict_reply(ctx, *ctx.judge("verify", profile=False))
 
 
 @tool
@@ -107,7 +109,7 @@ def profile(ctx: ToolContext) -> ToolReply:
     """Verify, then time ModelNew against eager PyTorch and torch.compile (median, noise), list which
     kernels took the GPU time, and show the speed of light: the memory and compute floors and how close
     yours and both baselines come to them. Use it to decide what to optimize next."""
-    return _verdict_reply(ctx, *ctx.judge("profile", profile=True))
+    return verdict_reply(ctx, *ctx.judge("profile", profile=True))
 
 
 @tool
@@ -118,6 +120,11 @@ def submit(ctx: ToolContext, summary: str = "") -> str:
     Args:
         summary: One or two sentences on what your kernels do and why they are fast.
     """
+    if ctx.region is not None:
+        raise ToolError(
+            f"region r{ctx.region:02d} is open: a region is not the task. Call compose_regions to put the "
+            "regions into the whole model (or open_whole_model), verify it, then submit."
+        )
     candidate, became_best = ctx.judge("submit", profile=True)
     book = ctx.candidates
     if candidate.correct:

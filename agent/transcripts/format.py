@@ -117,6 +117,9 @@ class EvaluationEvent(_Event):
     gpu_s: float
     became_best: bool
     result: dict[str, Any] = Field(description="the referee's EvalResult")
+    region: int | None = Field(
+        default=None, description="the region sub-workspace judged (open_region); None: the whole model"
+    )
 
 
 class ContextElidedEvent(_Event):

@@ -55,7 +55,8 @@ class RunSummary(BaseModel):
 def summarize(transcript: Transcript) -> RunSummary:
     """The run's summary from its run_end; a run without one (killed) is summed from its events."""
     header, end = transcript.header, transcript.run_end
-    evaluations = [e for e in transcript.events if isinstance(e, EvaluationEvent)]
+    # A region sub-workspace's verdicts are the region's own (open_region): the run's are the whole model's.
+    evaluations = [e for e in transcript.events if isinstance(e, EvaluationEvent) and e.region is None]
     best_hash = end.best.content_hash if end and end.best else None
     if best_hash is None:
         best_hash = next((e.content_hash for e in reversed(evaluations) if e.became_best), None)

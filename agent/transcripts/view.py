@@ -118,7 +118,9 @@ def build_view(transcript: Transcript) -> RunView:
         elif isinstance(event, EvaluationEvent):
             view.verdicts.append(
                 VerdictView(
-                    source=event.source,
+                    source=event.source
+                    if event.region is None
+                    else f"{event.source}, region r{event.region:02d}",
                     verdict=event.verdict,
                     reason=event.reason,
                     speedup=event.speedup,

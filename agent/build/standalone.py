@@ -7,6 +7,14 @@ from agent.workspace import MODEL_ENTRY, Snapshot
 
 HARNESS_BUILD_FILES = ("binding.cpp", "binding_registry.h")
 
+BUILD_DIR_PRELUDE = (
+    "import os as _os\n"
+    "if _os.environ.get('TORCH_EXTENSIONS_DIR'):  # the referee's build folder: built once, at compile\n"
+    "    _os.environ['KERNEL_AGENT_STANDALONE_DIR'] = _os.environ['TORCH_EXTENSIONS_DIR']\n"
+)
+"""Put before a standalone model that is itself built and judged by the harness (a region's solution
+in a composed model): its extension is then built in the sandbox's build folder, at compile time."""
+
 _PROLOGUE = '''"""Standalone ModelNew for {task}, written by kernel-agent (content {content_hash}).
 
 The CUDA extension is rebuilt from the sources embedded below on first import (cached by content
