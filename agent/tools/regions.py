@@ -24,6 +24,7 @@ from agent.workspace import MODEL_ENTRY, Workspace
 from sandbox.safe_files import read_text, write_file
 
 from .base import ToolError, ToolReply, tool
+from .candidates import Candidate
 from .context import ToolContext
 from .pipeline import verdict_reply
 from .region_desk import Focus, RegionDesk
@@ -138,15 +139,16 @@ def compose_regions(ctx: ToolContext, regions: list[int] | None = None) -> ToolR
     all_regions = _traced(ctx, desk)
     assert desk.graph is not None
     wanted = sorted(regions) if regions else sorted(desk.opened)
-    missing = [f"r{i:02d}" for i in wanted if i not in desk.opened or desk.opened[i].candidates.best is None]
+    found = {i: _composable(ctx, desk.opened[i]) for i in wanted if i in desk.opened}
+    missing = [f"r{i:02d}" for i in wanted if found.get(i) is None]
     if regions and missing:
         raise ToolError(
             f"no verified candidate for {', '.join(missing)}: open_region it, then verify its workspace"
         )
-    chosen = [i for i in wanted if i in desk.opened and desk.opened[i].candidates.best is not None]
+    solutions = {i: _solution_text(desk.opened[i], c) for i, c in found.items() if c is not None}
+    chosen = sorted(solutions)
     if not chosen:
         raise ToolError("no region has a verified candidate yet: open_region one, then verify its workspace")
-    solutions = {i: _solution_text(desk.opened[i]) for i in chosen}
     whole_source = ctx.task.source
     try:
         text = composed_source(desk.graph, all_regions, whole_source, solutions)
@@ -163,9 +165,17 @@ def compose_regions(ctx: ToolContext, regions: list[int] | None = None) -> ToolR
     return ToolReply(reply.text, data=(reply.data or {}) | {"composed": chosen, "in_torch": in_torch})
 
 
-def _solution_text(focus: Focus) -> str:
-    """A region's best verified candidate as one module: its model_new.py with its kernels embedded."""
-    best = focus.candidates.best
-    assert best is not None
+def _composable(ctx: ToolContext, focus: Focus) -> Candidate | None:
+    """The region's best verified candidate; in a compile-only dry run (no GPU), its latest build."""
+    if focus.candidates.best is not None:
+        return focus.candidates.best
+    if not ctx.settings.allow_no_gpu:
+        return None
+    built = [c for c in focus.candidates.history if c.result.verdict == "no_gpu" and c.result.compile.ok]
+    return built[-1] if built else None
+
+
+def _solution_text(focus: Focus, candidate: Candidate) -> str:
+    """A region's candidate as one module: its model_new.py with its kernels embedded."""
     harness = {name: read_text(focus.workspace.root, name) or "" for name in HARNESS_BUILD_FILES}
-    return BUILD_DIR_PRELUDE + standalone_model(best.snapshot, harness, task=focus.task.name)
+    return BUILD_DIR_PRELUDE + standalone_model(candidate.snapshot, harness, task=focus.task.name)

@@ -218,3 +218,50 @@ def test_a_run_solves_a_region_composes_and_submits_the_whole_model(tmp_path: Pa
     summary = summarize(transcript)
     # the submitted composition, not region r02's own verify (turn 3)
     assert summary.best_verdict == "correct" and summary.best_turn == 6
+
+
+@pytest.mark.slow
+def test_a_dry_run_takes_a_kernelbench_model_region_by_region(tmp_path: Path) -> None:
+    """KernelBench level 3's MiniGPT block, which the template library refuses whole (split, eq,
+    masked_fill), in a compile-only dry run with the real referee: its MLP GEMM region opened, given
+    the library's start, built; composed into the whole model, which builds and loads with the
+    region's kernels embedded; submitted unverified."""
+    from agent.models.scripted import ScriptedModel, tool_call_turn
+    from agent.run.solve import SolveConfig, solve
+    from agent.tools.candidates import RefereeAdapter
+    from tests.regions.conftest import LEVEL3
+
+    path = LEVEL3 / "44_MiniGPTBlock.py"
+    if not path.is_file():
+        pytest.skip(f"KernelBench level 3 not found under {LEVEL3}")
+    model = ScriptedModel(
+        [
+            tool_call_turn("open_region", {"region": 5}),
+            tool_call_turn("start_from_template"),
+            tool_call_turn("compile"),
+            tool_call_turn("verify"),  # a dry run's verify records what built
+            tool_call_turn("compose_regions"),
+            tool_call_turn("submit"),
+        ],
+        name="scripted",
+    )
+    options = EvalOptions(arch="sm_90", policy="kernelbench")
+    out = tmp_path / "out"
+    result = solve(
+        SolveConfig(
+            task=path, out=out, model="scripted", budget=UNLIMITED, referee=options, allow_no_gpu=True
+        ),
+        model=model,
+        referee=RefereeAdapter(options),
+        sandbox_options={"cache_dir": tmp_path / "cache"},
+    )
+    model.assert_complete()
+    replies = [m.messages[-1].content for m in model.calls[1:]]  # type: ignore[attr-defined]
+    assert "opened region r05 gemm: addmm+mul+pow+add" in replies[0]
+    assert "gemm family" in replies[1] and replies[2].startswith("compiled in")
+    assert "compile-only dry run" in replies[3]
+    assert "composing r05; in torch: r00 norm" in replies[4] and "compiled in" in replies[4]
+    assert result.status == "submitted_unverified"
+    whole = (out / "model_new.py").read_text()
+    compile(whole, "model_new.py", "exec")
+    assert "kernels/s0_gemm.cu" in whole  # the region's kernels travel inside the whole model
