@@ -6,9 +6,9 @@
 # evidence goes first, on a quiet machine.
 #   gputests     the referee's and sandbox's GPU tests (not the quiet ones: they need an idle machine)
 #   adversarial  the adversarial suite's GPU verdicts under the default precision (fp32)
-#   precision  benchmarks/precision_set.py (the labelled set), then benchmarks/verify_cost.py
-#   mutation   benchmarks/mutation_bench.py (kill rate per fault class)
-#   regions    `agent batch --model templates` over level 3 models, gain vs uniform allocation
+#   precision    benchmarks/precision_set.py (the labelled set), then benchmarks/verify_cost.py
+#   mutation     benchmarks/mutation_bench.py (kill rate per fault class)
+#   regions      `agent batch --model templates` over level 3 models, gain vs uniform allocation
 #
 #   source benchmarks/gpu_setup.sh
 #   bash benchmarks/session_gpu.sh start               # returns at once
@@ -16,7 +16,9 @@
 #
 # `start` copies the repository (with the carried .whl, .gl, .kb and .old) to /tmp: a later device
 # call lays the working tree out anew. `wait` copies every lane's results so far to $OUT.
-# Env: LANES (waves, default "gputests adversarial precision,regions mutation"), MUTANTS_PER_CLASS (8),
+# The level-3 regions go last, alone: a level-3 judge takes minutes (173 s median on the H200) and
+# would hold the labelled set and the mutants back.
+# Env: LANES (waves, default "gputests adversarial precision,mutation regions"), MUTANTS_PER_CLASS (8),
 # REGION_TASKS (level 3 file names), REGION_BUDGET (turns=3).
 set -u
 RUN=/tmp/session-gpu
@@ -72,7 +74,7 @@ start)
         # Waves run one after another; the lanes of a wave (joined by commas) run at once. A wave
         # waits for its own lanes by pid: a bare `wait` also waits for the GPU sampler, which never
         # ends (the first wave of 2026-12-07 15:27 UTC held every later wave back that way).
-        for wave in ${LANES:-gputests adversarial precision,regions mutation}; do
+        for wave in ${LANES:-gputests adversarial precision,mutation regions}; do
             pids=()
             for name in ${wave//,/ }; do lane "$name" "$name" & pids+=($!); done
             wait "${pids[@]}"
