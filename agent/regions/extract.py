@@ -195,12 +195,16 @@ def region_task_source(graph: OpGraph, region: Region, *, model_path: str) -> st
     )
 
 
+def region_task_filename(region: Region) -> str:
+    return f"region_{region.index:02d}_{region.kind.replace(' ', '_')}.py"
+
+
 def write_region_tasks(graph: OpGraph, regions: list[Region], out_dir: Path) -> list[RegionTask]:
     """One task file a region, `region_NN_KIND.py`, in `out_dir`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for region in regions:
-        path = out_dir / f"region_{region.index:02d}_{region.kind.replace(' ', '_')}.py"
+        path = out_dir / region_task_filename(region)
         path.write_text(region_task_source(graph, region, model_path=Path(graph.path).name), encoding="utf-8")
         written.append(
             RegionTask(region=region.index, path=path, param_names={p: param_attr(p) for p in region.params})

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from agent.build.standalone import BUILD_DIR_PRELUDE, HARNESS_BUILD_FILES, standalone_model
 from agent.regions.compose import composed_source
-from agent.regions.extract import region_task_source
+from agent.regions.extract import region_task_filename, region_task_source
 from agent.regions.partition import Region, partition
 from agent.tasks import TaskLoadError
 from agent.templates.graph import TraceError, trace_task
@@ -57,7 +57,7 @@ def _region_line(region: Region) -> str:
 def _open(ctx: ToolContext, desk: RegionDesk, region: Region) -> Focus:
     assert desk.graph is not None
     folder = desk.folder / f"r{region.index:02d}"
-    task_file = desk.folder / "tasks" / f"region_{region.index:02d}_{region.kind.replace(' ', '_')}.py"
+    task_file = desk.folder / "tasks" / region_task_filename(region)
     task_file.parent.mkdir(parents=True, exist_ok=True)
     task_file.write_text(
         region_task_source(desk.graph, region, model_path=Path(desk.graph.path).name), encoding="utf-8"
@@ -91,7 +91,7 @@ def open_region(ctx: ToolContext, region: int) -> ToolReply:
         raise ToolError(f"there is no region r{region:02d}; the regions are r00 to r{len(regions) - 1:02d}")
     if chosen.kind == "view":
         raise ToolError(f"{chosen.label} only reshapes or views tensors: there is nothing to compute")
-    fresh = region not in desk.opened and desk.current != region
+    fresh = region not in desk.opened
     if fresh:
         desk.opened[region] = _open(ctx, desk, chosen)
     if desk.current != region:
