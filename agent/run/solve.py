@@ -43,6 +43,7 @@ from agent.run.report import render_report
 from agent.run.result import SolveResult
 from agent.run.setup import run_prompts, tool_context, transcript_header
 from agent.tasks import Task, load_task
+from agent.templates import trace_task
 from agent.tools import RegionDesk, Toolbox, ToolContext, ToolSettings, default_tools
 from agent.tools.candidates import Candidate, CandidateBook, Referee, RefereeAdapter
 from agent.transcripts.format import RunEndEvent, TranscriptWriter
@@ -159,7 +160,7 @@ def solve(
         ExitStack() as regions_open,
     ):
         facts = facts or task_facts(config, task, referee, sandbox, gpu, budget)
-        desk = _region_desk(config, out, sandbox_options) if facts.hot is not None else None
+        desk = _region_desk(config, task, out, sandbox_options) if facts.hot is not None else None
         if desk is not None:
             regions_open.callback(desk.close)
         toolbox = Toolbox(default_tools(shell_enabled=config.shell, regions=desk is not None))
@@ -219,7 +220,9 @@ def solve(
             return _finish(out, task, context, outcome, transcript)
 
 
-def _region_desk(config: SolveConfig, out: Path, sandbox_options: Mapping[str, object] | None) -> RegionDesk:
+def _region_desk(
+    config: SolveConfig, task: Task, out: Path, sandbox_options: Mapping[str, object] | None
+) -> RegionDesk:
     """The region tools' state for a whole model: region sub-workspaces under `out/regions`, each
     with a sandbox of the run's kind, their tasks loaded as the run's was."""
     options = dict(sandbox_options or {})
@@ -227,6 +230,7 @@ def _region_desk(config: SolveConfig, out: Path, sandbox_options: Mapping[str, o
         folder=out / "regions",
         open_sandbox=lambda root: open_sandbox(config.sandbox, workspace=root, **options),
         load_task=lambda path: load_task(path, sandbox_kind=config.sandbox),
+        trace=lambda: trace_task(Path(task.path), sandbox_kind=config.sandbox),
     )
 
 

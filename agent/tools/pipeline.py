@@ -46,7 +46,8 @@ def _verdict_data(candidate: Candidate, became_best: bool) -> dict[str, Any]:
     }
 
 
-def _is_dry_run_pass(ctx: ToolContext, candidate: Candidate) -> bool:
+def is_dry_run_pass(ctx: ToolContext, candidate: Candidate) -> bool:
+    """A compile-only dry run's verdict on a workspace that built (no GPU to judge it)."""
     return ctx.settings.allow_no_gpu and candidate.result.verdict == "no_gpu" and candidate.result.compile.ok
 
 
@@ -54,7 +55,7 @@ def verdict_reply(ctx: ToolContext, candidate: Candidate, became_best: bool, *, 
     """The model's reply to a verdict (ToolError when it failed); `head` is a line put first."""
     data = _verdict_data(candidate, became_best)
     lead = f"{head}\n" if head else ""
-    if _is_dry_run_pass(ctx, candidate):
+    if is_dry_run_pass(ctx, candidate):
         raise ToolError(f"{lead}{candidate.result.compile.feedback()}\n{DRY_RUN_NOTE}", data=data)
     text = lead + feedback(candidate.result, work=ctx.settings.work)
     text += _sanitizer_offer(candidate)
@@ -136,7 +137,7 @@ def submit(ctx: ToolContext, summary: str = "") -> str:
             else f"; it is not the best verified candidate ({best.describe(book.baseline)}), which is returned"
         )
         raise Submitted(f"submission accepted: {candidate.result.reason}{note}", summary=summary)
-    if _is_dry_run_pass(ctx, candidate):
+    if is_dry_run_pass(ctx, candidate):
         book.submitted = candidate
         raise Submitted(
             "accepted without verification (compile-only dry run)", summary=summary, verified=False

@@ -49,6 +49,8 @@ class RegionDesk:
     """A sandbox of the run's kind over a region's workspace (entered and closed by the desk)."""
     load_task: Callable[[Path], Task]
     """A region's task file loaded the way the run's task was (run once in a sandbox)."""
+    trace: Callable[[], OpGraph]
+    """The whole model traced in a sandbox of the run's kind (agent.templates.graph.trace_task)."""
     graph: OpGraph | None = None
     regions: list[Region] = field(default_factory=list)
     opened: dict[int, Focus] = field(default_factory=dict)
@@ -58,16 +60,18 @@ class RegionDesk:
     _stack: ExitStack = field(default_factory=ExitStack)
 
     def focus_region(self, ctx: ToolContext, index: int) -> None:
-        if self.current is None:
-            self.whole = _focus_of(ctx)
+        """Region `index`'s (opened) task, workspace, sandbox and candidates in `ctx`."""
+        self.focus_whole(ctx)
+        self.whole = _focus_of(ctx)
         _apply(ctx, self.opened[index])
         self.current = index
 
     def focus_whole(self, ctx: ToolContext) -> None:
         """The whole model's task, workspace, sandbox and candidates back in `ctx` (the run's end
         calls it too: what the run returns is the whole model's)."""
-        if self.current is None or self.whole is None:
+        if self.current is None:
             return
+        assert self.whole is not None, "focus_region keeps the whole model's"
         self.opened[self.current] = _focus_of(ctx)
         _apply(ctx, self.whole)
         self.current = None

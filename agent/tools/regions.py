@@ -19,14 +19,14 @@ from agent.regions.compose import composed_source
 from agent.regions.extract import region_task_filename, region_task_source
 from agent.regions.partition import Region, partition
 from agent.tasks import TaskLoadError
-from agent.templates.graph import TraceError, trace_task
+from agent.templates.graph import TraceError
 from agent.workspace import MODEL_ENTRY, Workspace
 from sandbox.safe_files import read_text, write_file
 
 from .base import ToolError, ToolReply, tool
-from .candidates import Candidate
+from .candidates import Candidate, CandidateBook
 from .context import ToolContext
-from .pipeline import verdict_reply
+from .pipeline import is_dry_run_pass, verdict_reply
 from .region_desk import Focus, RegionDesk
 
 
@@ -36,13 +36,10 @@ def _desk(ctx: ToolContext) -> RegionDesk:
     return ctx.regions
 
 
-def _traced(ctx: ToolContext, desk: RegionDesk) -> list[Region]:
+def _traced(desk: RegionDesk) -> list[Region]:
     if desk.graph is None:
-        whole = desk.whole if desk.current is not None and desk.whole is not None else None
-        task = whole.task if whole is not None else ctx.task
-        kind = whole.sandbox.kind if whole is not None else ctx.sandbox.kind
         try:
-            desk.graph = trace_task(Path(task.path), sandbox_kind=kind)
+            desk.graph = desk.trace()
         except TraceError as exc:
             raise ToolError(f"the model could not be traced, so it has no regions to open: {exc}") from None
         desk.regions = partition(desk.graph)
@@ -68,7 +65,7 @@ def _open(ctx: ToolContext, desk: RegionDesk, region: Region) -> Focus:
         raise ToolError(f"region r{region.index:02d} could not be loaded as a task: {exc}") from None
     workspace = Workspace.create(folder / "workspace", task)
     sandbox = desk.enter_sandbox(workspace.root)
-    book = type(ctx.candidates)(baseline=ctx.candidates.baseline)
+    book = CandidateBook(baseline=ctx.candidates.baseline)
     return Focus(task, workspace, sandbox, book)
 
 
@@ -85,7 +82,7 @@ def open_region(ctx: ToolContext, region: int) -> ToolReply:
         region: The region's number: 5 for r05 in the hot-region table.
     """
     desk = _desk(ctx)
-    regions = _traced(ctx, desk)
+    regions = _traced(desk)
     chosen = next((r for r in regions if r.index == region), None)
     if chosen is None:
         raise ToolError(f"there is no region r{region:02d}; the regions are r00 to r{len(regions) - 1:02d}")
@@ -95,8 +92,6 @@ def open_region(ctx: ToolContext, region: int) -> ToolReply:
     if fresh:
         desk.opened[region] = _open(ctx, desk, chosen)
     if desk.current != region:
-        if desk.current is not None:
-            desk.focus_whole(ctx)
         desk.focus_region(ctx, region)
     best = ctx.candidates.best
     lines = [
@@ -136,7 +131,7 @@ def compose_regions(ctx: ToolContext, regions: list[int] | None = None) -> ToolR
     """
     desk = _desk(ctx)
     desk.focus_whole(ctx)
-    all_regions = _traced(ctx, desk)
+    all_regions = _traced(desk)
     assert desk.graph is not None
     wanted = sorted(regions) if regions else sorted(desk.opened)
     found = {i: _composable(ctx, desk.opened[i]) for i in wanted if i in desk.opened}
@@ -149,9 +144,8 @@ def compose_regions(ctx: ToolContext, regions: list[int] | None = None) -> ToolR
     chosen = sorted(solutions)
     if not chosen:
         raise ToolError("no region has a verified candidate yet: open_region one, then verify its workspace")
-    whole_source = ctx.task.source
     try:
-        text = composed_source(desk.graph, all_regions, whole_source, solutions)
+        text = composed_source(desk.graph, all_regions, ctx.task.source, solutions)
     except ValueError as exc:
         raise ToolError(f"the regions cannot be composed into this model: {exc}") from None
     write_file(ctx.workspace.root, MODEL_ENTRY, text.encode("utf-8"))
@@ -169,9 +163,7 @@ def _composable(ctx: ToolContext, focus: Focus) -> Candidate | None:
     """The region's best verified candidate; in a compile-only dry run (no GPU), its latest build."""
     if focus.candidates.best is not None:
         return focus.candidates.best
-    if not ctx.settings.allow_no_gpu:
-        return None
-    built = [c for c in focus.candidates.history if c.result.verdict == "no_gpu" and c.result.compile.ok]
+    built = [c for c in focus.candidates.history if is_dry_run_pass(ctx, c)]
     return built[-1] if built else None
 
 

@@ -16,6 +16,7 @@ from agent.messages import ToolCall
 from agent.referee import EvalOptions
 from agent.regions.compose import check_composition
 from agent.tasks import Task, load_task, parse_task
+from agent.templates.graph import trace_task
 from agent.tools import RegionDesk, Toolbox, ToolContext, ToolSettings, default_tools
 from agent.tools.candidates import CandidateBook
 from agent.workspace import MODEL_ENTRY, Workspace
@@ -82,6 +83,7 @@ def ctx(tmp_path: Path, whole_task: Task, build_cache: Path) -> Iterator[ToolCon
         folder=tmp_path / "out" / "regions",
         open_sandbox=lambda root: open_sandbox("local", workspace=root, cache_dir=build_cache),
         load_task=lambda path: load_task(path),
+        trace=lambda: trace_task(Path(whole_task.path)),
     )
     context = ToolContext(
         task=whole_task,
