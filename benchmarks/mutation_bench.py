@@ -8,7 +8,10 @@ check by hand: an equivalent mutant (the fault changes nothing the task computes
 Needs a GPU.
 
 usage: python benchmarks/mutation_bench.py [--per-class 20] [--seed 0] [--trials 5] [--jobs 2]
-       [--only TEXT] [--out benchmarks/results/mutation.md]
+       [--only TEXT] [--out benchmarks/results/mutation.md] [--resume-from EARLIER.json]
+The report and its .json are written as mutants are judged: a device session cut short keeps what it
+judged, and `--resume-from` an earlier run's .json (same --per-class and --seed) judges only the
+rest, keeping the earlier rows (marked with their run's `run` field).
 Exit status 0 when every class's kill rate reaches --min-kill-rate (default 0.99).
 """
 
@@ -22,7 +25,7 @@ import shutil
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,6 +52,7 @@ def judge_mutant(mutant: Mutant, args: argparse.Namespace) -> dict:
     verdict = result.verdict
     outcome = "stillborn" if verdict == "compile_error" else "survived" if verdict == "correct" else "killed"
     return {
+        "key": mutant.key,
         "class": mutant.fault_class,
         "file": mutant.file,
         "line": mutant.line,
@@ -89,6 +93,9 @@ def main() -> None:
     parser.add_argument("--only", default="", help="only solutions whose path contains this text")
     parser.add_argument("--min-kill-rate", type=float, default=0.99)
     parser.add_argument("--out", type=Path, default=None, help="markdown report (a .json beside it)")
+    parser.add_argument(
+        "--resume-from", type=Path, default=None, help="an earlier run's .json: judge only the rest"
+    )
     args = parser.parse_args()
 
     solutions = [
@@ -97,23 +104,56 @@ def main() -> None:
         if args.only in str(s) and (TASKS / s.parent.name / f"{s.name}.py").is_file()
     ]
     mutants = sample(corpus_mutants(solutions), args.per_class, args.seed)
-    print(f"{len(mutants)} mutants of {len(solutions)} solutions", flush=True)
+    keys = {m.key for m in mutants}
+    earlier = [r for r in earlier_rows(args.resume_from) if r.get("key") in keys]
+    done = {r["key"] for r in earlier}
+    todo = [m for m in mutants if m.key not in done]
+    print(f"{len(mutants)} mutants of {len(solutions)} solutions; {len(earlier)} judged earlier", flush=True)
     started = time.monotonic()
+    run = f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {platform.node()}"
+    rows = list(earlier)
+    report = write_report(rows, args, started, len(mutants))
     with ThreadPoolExecutor(args.jobs) as pool:
-        rows = list(pool.map(lambda m: judge_mutant(m, args), mutants))
-    table, rates = summary_table(rows)
+        for future in as_completed([pool.submit(judge_mutant, m, args) for m in todo]):
+            rows.append(future.result() | {"run": run})
+            print(
+                f"{rows[-1]['class']:18} {rows[-1]['outcome']:9} {rows[-1]['file']}:{rows[-1]['line']}",
+                flush=True,
+            )
+            report = write_report(rows, args, started, len(mutants))
+    print(report)
+    _, rates = summary_table(rows)
+    failing = [c for c in FAULT_CLASSES if rates[c] == rates[c] and rates[c] < args.min_kill_rate]
+    sys.exit(1 if failing else 0)
+
+
+def earlier_rows(path: Path | None) -> list[dict]:
+    if path is None:
+        return []
+    if not path.is_file():
+        raise SystemExit(f"--resume-from {path}: no such file (an earlier run's mutation .json)")
+    return json.loads(path.read_text())
+
+
+def write_report(rows: list[dict], args: argparse.Namespace, started: float, planned: int) -> str:
+    """The report so far (and its .json beside it with --out)."""
+    table, _ = summary_table(rows)
     survivors = [
         f"- {r['class']} `{r['file']}:{r['line']}`: `{r['before']}` -> `{r['after']}`"
         for r in rows
         if r["outcome"] == "survived"
     ]
+    runs = sorted({r.get("run", "?") for r in rows})
+    partial = "" if len(rows) == planned else f" (partial: {len(rows)} of {planned} mutants judged)"
     report = "\n".join(
         [
-            f"# Mutation kill rate ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)",
+            f"# Mutation kill rate ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC){partial}",
             "",
             f"- command: `python benchmarks/mutation_bench.py --per-class {args.per_class} --seed {args.seed}"
-            f" --trials {args.trials} --jobs {args.jobs}{' --only ' + args.only if args.only else ''}`",
+            f" --trials {args.trials} --jobs {args.jobs}{' --only ' + args.only if args.only else ''}"
+            f"{' --resume-from ' + str(args.resume_from) if args.resume_from else ''}`",
             f"- machine: {platform.node()}, {_gpu_name()}; wall {time.monotonic() - started:.0f} s",
+            f"- rows judged in: {'; '.join(runs) if runs else 'none yet'}",
             "",
             table,
             "",
@@ -122,13 +162,11 @@ def main() -> None:
             *(survivors or ["none"]),
         ]
     )
-    print(report)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(report + "\n")
         args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
-    failing = [c for c in FAULT_CLASSES if rates[c] == rates[c] and rates[c] < args.min_kill_rate]
-    sys.exit(1 if failing else 0)
+    return report
 
 
 def _gpu_name() -> str:

@@ -21,7 +21,9 @@ share a 10-bit mantissa: where eager's errors at the two sit within 3x, they are
 or FP16", and either label is right). Needs a GPU.
 
 usage: python benchmarks/precision_set.py [--jobs 4] [--only TEXT] [--list]
-       [--out benchmarks/results/precision/set.md]
+       [--out benchmarks/results/precision/set.md] [--resume-from EARLIER.json]
+Rows are written as they come in; `--resume-from` an earlier run's set.json keeps its rows and judges
+only the candidates it lacks (a 30-minute device session does not hold the whole set).
 Exit status 0 when every candidate is classified right and no fp32 candidate is rejected.
 """
 
@@ -329,6 +331,7 @@ def table(rows: list[dict], command: str, seconds: float) -> str:
         "",
         f"Command: `{command}` on {platform.node()} ({gpu_name()}), {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, "
         f"{seconds:.0f} s.",
+        f"Rows judged in: {'; '.join(sorted({r.get('run', 'an earlier run') for r in rows}))}.",
         "",
         f"- Candidates: {len(rows)} ({', '.join(f'{k} {v}' for k, v in counts(rows, 'label').items())}).",
         f"- Classified right (label within the measured class, under `--precision match`): **{right}/{len(rows)}**.",
@@ -370,6 +373,14 @@ def gpu_name() -> str:
         return "unknown GPU"
 
 
+def earlier_rows(path: Path | None) -> list[dict]:
+    if path is None:
+        return []
+    if not path.is_file():
+        raise SystemExit(f"--resume-from {path}: no such file (an earlier run's set.json)")
+    return json.loads(path.read_text())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -383,6 +394,9 @@ def main() -> int:
     parser.add_argument("--only", default="", help="judge only candidates whose name contains this")
     parser.add_argument("--list", action="store_true", help="list the set and its labels, judge nothing")
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/precision/set.md")
+    parser.add_argument(
+        "--resume-from", type=Path, default=None, help="an earlier run's set.json: judge the rest"
+    )
     args = parser.parse_args()
     gpu = visible_device_limits() or DeviceLimits()
     candidates = [c for c in labelled_set(gpu) if args.only in c.name]
@@ -392,12 +406,16 @@ def main() -> int:
         print(f"{len(candidates)} candidates: {counts([c.__dict__ for c in candidates], 'label')}")
         return 0
     started = time.monotonic()
-    rows: list[dict] = []
+    names = {c.name for c in candidates}
+    rows: list[dict] = [r for r in earlier_rows(args.resume_from) if r["name"] in names]
+    todo = [c for c in candidates if c.name not in {r["name"] for r in rows}]
+    run = f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {platform.node()} ({gpu_name()})"
     command = ("python benchmarks/precision_set.py " + " ".join(sys.argv[1:])).strip()
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    print(f"{len(candidates)} candidates, {len(rows)} judged earlier, {len(todo)} to judge", flush=True)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for future in as_completed([pool.submit(judge, c, args.trials) for c in candidates]):
-            row = future.result()
+        for future in as_completed([pool.submit(judge, c, args.trials) for c in todo]):
+            row = future.result() | {"run": run}
             rows.append(row)
             print(
                 f"{row['name']:55} label {row['label']:11} measured {row['match']['measured']} "

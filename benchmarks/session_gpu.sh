@@ -19,7 +19,8 @@
 # The level-3 regions go last, alone: a level-3 judge takes minutes (173 s median on the H200) and
 # would hold the labelled set and the mutants back.
 # Env: LANES (waves, default "gputests adversarial precision,mutation regions"), MUTANTS_PER_CLASS (8),
-# REGION_TASKS (level 3 file names), REGION_BUDGET (turns=3).
+# REGION_TASKS (level 3 file names), REGION_BUDGET (turns=3), PRECISION_RESUME and MUTATION_RESUME (an
+# earlier session's set.json and mutation.json, committed: judge only what they lack).
 set -u
 RUN=/tmp/session-gpu
 case "${1:-}" in
@@ -48,17 +49,18 @@ start)
         adversarial() {
             mkdir -p "$out/referee"
             KERNEL_AGENT_SUITE_OUT="$out/referee/adversarial_suite.txt" python3 -m pytest -m "gpu and not quiet" \
-                tests/adversarial -q -p no:cacheprovider --timeout 280 -rA > "$out/referee/pytest_gpu_adversarial.log" 2>&1
+                tests/adversarial -q -p no:cacheprovider --timeout 600 -rA > "$out/referee/pytest_gpu_adversarial.log" 2>&1
         }
         precision() {
-            python3 benchmarks/precision_set.py --jobs "${PRECISION_JOBS:-4}" --out "$out/precision/set.md"
+            python3 benchmarks/precision_set.py --jobs "${PRECISION_JOBS:-4}" --out "$out/precision/set.md" \
+                ${PRECISION_RESUME:+--resume-from "$PRECISION_RESUME"}
             echo "precision_set exit $?"
             python3 benchmarks/verify_cost.py --old .old --runs 2 --out "$out/precision/verify_cost.md"
             echo "verify_cost exit $?"
         }
         mutation() {
             python3 benchmarks/mutation_bench.py --per-class "${MUTANTS_PER_CLASS:-8}" --jobs 4 \
-                --out "$out/mutation/mutation.md"
+                --out "$out/mutation/mutation.md" ${MUTATION_RESUME:+--resume-from "$MUTATION_RESUME"}
         }
         regions() {
             local files=() allocation
