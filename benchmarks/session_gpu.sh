@@ -6,7 +6,8 @@
 # evidence goes first, on a quiet machine.
 #   gputests     the referee's and sandbox's GPU tests (not the quiet ones: they need an idle machine)
 #   adversarial  the adversarial suite's GPU verdicts under the default precision (fp32)
-#   precision    benchmarks/precision_set.py (the labelled set), then benchmarks/verify_cost.py
+#   verifycost   benchmarks/verify_cost.py (verify time per candidate against the tree before issue 45)
+#   precision    benchmarks/precision_set.py (the labelled set)
 #   mutation     benchmarks/mutation_bench.py (kill rate per fault class)
 #   regions      `agent batch --model templates` over level 3 models, gain vs uniform allocation
 #
@@ -18,7 +19,7 @@
 # call lays the working tree out anew. `wait` copies every lane's results so far to $OUT.
 # The level-3 regions go last, alone: a level-3 judge takes minutes (173 s median on the H200) and
 # would hold the labelled set and the mutants back.
-# Env: LANES (waves, default "gputests adversarial precision,mutation regions"), MUTANTS_PER_CLASS (8),
+# Env: LANES (waves, default "gputests adversarial verifycost precision,mutation regions"), MUTANTS_PER_CLASS (8),
 # REGION_TASKS (level 3 file names), REGION_BUDGET (turns=3), PRECISION_RESUME and MUTATION_RESUME (an
 # earlier session's set.json and mutation.json, committed: judge only what they lack).
 set -u
@@ -54,9 +55,9 @@ start)
         precision() {
             python3 benchmarks/precision_set.py --jobs "${PRECISION_JOBS:-4}" --out "$out/precision/set.md" \
                 ${PRECISION_RESUME:+--resume-from "$PRECISION_RESUME"}
-            echo "precision_set exit $?"
+        }
+        verifycost() {  # a few minutes; before the labelled set, which one session does not hold
             python3 benchmarks/verify_cost.py --old .old --runs 2 --out "$out/precision/verify_cost.md"
-            echo "verify_cost exit $?"
         }
         mutation() {
             python3 benchmarks/mutation_bench.py --per-class "${MUTANTS_PER_CLASS:-8}" --jobs 4 \
@@ -76,7 +77,7 @@ start)
         # Waves run one after another; the lanes of a wave (joined by commas) run at once. A wave
         # waits for its own lanes by pid: a bare `wait` also waits for the GPU sampler, which never
         # ends (the first wave of 2026-12-07 15:27 UTC held every later wave back that way).
-        for wave in ${LANES:-gputests adversarial precision,mutation regions}; do
+        for wave in ${LANES:-gputests adversarial verifycost precision,mutation regions}; do
             pids=()
             for name in ${wave//,/ }; do lane "$name" "$name" & pids+=($!); done
             wait "${pids[@]}"
