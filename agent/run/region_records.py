@@ -48,9 +48,11 @@ class CompositionTrial(BaseModel):
 
 class RegionRun(BaseModel):
     task: str
-    allocation: Literal["gain", "uniform"]
+    allocation: Literal["gain", "uniform", "model"] = Field(
+        description="how the budget was split: by expected gain, evenly, or by the model (region tools)"
+    )
     times: str = Field(description="where the regions' times came from: measured or estimated")
-    total_units: int
+    total_units: int = Field(description="candidates to share out; for the model, its tool calls")
     covered_share: float = Field(description="share of the model's eager time in covered regions")
     regions: list[RegionResult]
     compositions: list[CompositionTrial] = Field(default_factory=list)
@@ -88,8 +90,13 @@ class RegionRun(BaseModel):
         return "\n".join(lines)
 
     def markdown(self) -> str:
+        how = (
+            f"the model's own choice, {self.total_units} tool calls in all; budget = tool calls made in the region"
+            if self.allocation == "model"
+            else f"{self.allocation} allocation of {self.total_units} candidates"
+        )
         head = (
-            f"Region by region ({self.allocation} allocation of {self.total_units} candidates; region times "
+            f"Region by region ({how}; region times "
             f"{self.times}): covered regions hold {100 * self.covered_share:.0f}% of the model's time, "
             f"the submitted composition {100 * self.kept_share:.0f}%."
         )

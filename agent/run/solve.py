@@ -9,6 +9,8 @@ output folder.
       result.json        the referee's verdict of the best (else of the last candidate judged)
       run.json           the run's summary (status, best, submitted, usage)
       report.md          a short human report
+      regions/, regions.json   a whole model's regions the model opened (agent/tools/regions.py):
+                         their tasks and sub-workspaces, and what each got and returned
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from agent.messages import SystemMessage, UserMessage
 from agent.models.base import DEFAULT_REQUEST_TIMEOUT_S, Model
 from agent.models.registry import DEFAULT_MODEL
 from agent.referee.options import EvalOptions
+from agent.regions.hot import HotRegionTable
 from agent.run.brief import NO_GPU, TaskFacts, gather_facts, measure_baselines, render_brief
 from agent.run.by_region import RegionwisePolicy, solve_by_region
 from agent.run.context import (
@@ -39,6 +42,7 @@ from agent.run.context import (
     Elision,
 )
 from agent.run.loop import AgentLoop, LoopOutcome, Progress
+from agent.run.model_regions import region_run_of
 from agent.run.report import render_report
 from agent.run.result import SolveResult
 from agent.run.setup import run_prompts, tool_context, transcript_header
@@ -47,6 +51,7 @@ from agent.templates import trace_task
 from agent.tools import RegionDesk, Toolbox, ToolContext, ToolSettings, default_tools
 from agent.tools.candidates import Candidate, CandidateBook, Referee, RefereeAdapter
 from agent.transcripts.format import RunEndEvent, TranscriptWriter
+from agent.transcripts.reader import read_transcript
 from agent.workspace import HARNESS_FILES, MODEL_ENTRY, Workspace
 from sandbox.base import Sandbox, open_sandbox
 from sandbox.safe_files import SkippedEntry, read_text, write_file
@@ -217,7 +222,21 @@ def solve(
             outcome = loop.run([SystemMessage(text=prompts.system), UserMessage(text=prompts.task)])
             if desk is not None:
                 desk.focus_whole(context)  # the run returns the whole model's work, whatever was open
-            return _finish(out, task, context, outcome, transcript)
+            result = _finish(out, task, context, outcome, transcript)
+        if facts.hot is not None:
+            write_model_regions(out, facts.hot)
+        return result
+
+
+def write_model_regions(out: Path, hot: HotRegionTable) -> None:
+    """regions.json and report.md's regions section, from the closed transcript, when the model
+    opened a region."""
+    run = region_run_of(read_transcript(out / "transcript.jsonl"), hot)
+    if run is None:
+        return
+    write_file(out, "regions.json", run.model_dump_json(indent=2).encode())
+    report = read_text(out, "report.md") or ""
+    write_file(out, "report.md", (report.rstrip("\n") + "\n\n" + run.markdown()).encode())
 
 
 def _region_desk(

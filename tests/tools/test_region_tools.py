@@ -15,6 +15,7 @@ from agent.budget import Budget
 from agent.messages import ToolCall
 from agent.referee import EvalOptions
 from agent.regions.compose import check_composition
+from agent.run.region_records import RegionRun
 from agent.tasks import Task, load_task, parse_task
 from agent.templates.graph import trace_task
 from agent.tools import RegionDesk, Toolbox, ToolContext, ToolSettings, default_tools
@@ -220,6 +221,40 @@ def test_a_run_solves_a_region_composes_and_submits_the_whole_model(tmp_path: Pa
     summary = summarize(transcript)
     # the submitted composition, not region r02's own verify (turn 3)
     assert summary.best_verdict == "correct" and summary.best_turn == 6
+
+    # what each region got and returned, as the template policy records it (agent batch reads it)
+    regions = RegionRun.model_validate_json((out / "regions.json").read_text())
+    assert regions.allocation == "model" and regions.submitted == [2]
+    by_index = {r.region: r for r in regions.regions}
+    assert (by_index[2].status, by_index[2].units, by_index[2].spent) == (
+        "kept",
+        4,
+        1,
+    )  # open, write, verify, submit
+    assert {r.status for i, r in by_index.items() if i != 2} == {"not run"}
+    assert [(c.regions, c.verdict) for c in regions.compositions] == [([2], "correct")]
+    assert regions.total_units == len(steps)
+    assert "## Regions" in (out / "report.md").read_text()
+
+
+def test_a_run_that_opens_no_region_writes_no_regions_record(tmp_path: Path) -> None:
+    from agent.models.scripted import tool_call_turn
+    from tests.run.conftest import run_solve
+
+    path = tmp_path / "three_regions.py"
+    path.write_text(TASK)
+    steps = [
+        tool_call_turn(
+            "write_file", {"path": MODEL_ENTRY, "content": TASK.replace("class Model", "class ModelNew")}
+        ),
+        tool_call_turn("verify"),
+        tool_call_turn("submit", {"summary": "the model as it is"}),
+    ]
+    out = tmp_path / "out"
+    result, model = run_solve(out, steps, load_task(path), cache_dir=tmp_path / "cache")
+    model.assert_complete()
+    assert result.status == "submitted"
+    assert not (out / "regions.json").exists() and "## Regions" not in (out / "report.md").read_text()
 
 
 @pytest.mark.slow
