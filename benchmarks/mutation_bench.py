@@ -5,6 +5,9 @@ Each mutant is one solution folder (benchmarks/solutions/levelN/<task>) with one
 changed by one fault (benchmarks/mutants). A mutant that does not compile is stillborn and left out
 of the rate; one judged `correct` survives, and its witness (the changed line) is listed for a
 check by hand: an equivalent mutant (the fault changes nothing the task computes) is not a miss.
+Mutants are judged without timing (`profile=False`) unless `--profile`: what is measured is the
+checker (the correctness trials, hidden inputs and precision check), and a timing check tripped by a
+loaded machine would count as a kill it did not earn.
 Needs a GPU.
 
 usage: python benchmarks/mutation_bench.py [--per-class 20] [--seed 0] [--trials 5] [--jobs 2]
@@ -48,7 +51,8 @@ def judge_mutant(mutant: Mutant, args: argparse.Namespace) -> dict:
         copy = Path(folder) / solution.name
         shutil.copytree(solution, copy)
         (copy / source.relative_to(solution)).write_text(mutant.text)
-        result = evaluate(task, copy, EvalOptions(trials=args.trials, run_timeout_s=args.run_timeout))
+        options = EvalOptions(trials=args.trials, run_timeout_s=args.run_timeout, profile=args.profile)
+        result = evaluate(task, copy, options)
     verdict = result.verdict
     outcome = "stillborn" if verdict == "compile_error" else "survived" if verdict == "correct" else "killed"
     return {
@@ -59,6 +63,7 @@ def judge_mutant(mutant: Mutant, args: argparse.Namespace) -> dict:
         "before": mutant.before,
         "after": mutant.after,
         "verdict": verdict,
+        "reason": result.reason[:300],
         "outcome": outcome,
         "seconds": round(time.monotonic() - start, 1),
     }
@@ -92,6 +97,11 @@ def main() -> None:
     parser.add_argument("--run-timeout", type=float, default=120)
     parser.add_argument("--only", default="", help="only solutions whose path contains this text")
     parser.add_argument("--min-kill-rate", type=float, default=0.99)
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="time each mutant too (by default the checker alone judges: a timing verdict is no kill)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="markdown report (a .json beside it)")
     parser.add_argument(
         "--resume-from", type=Path, default=None, help="an earlier run's .json: judge only the rest"
@@ -151,6 +161,7 @@ def write_report(rows: list[dict], args: argparse.Namespace, started: float, pla
             "",
             f"- command: `python benchmarks/mutation_bench.py --per-class {args.per_class} --seed {args.seed}"
             f" --trials {args.trials} --jobs {args.jobs}{' --only ' + args.only if args.only else ''}"
+            f"{' --profile' if args.profile else ''}"
             f"{' --resume-from ' + str(args.resume_from) if args.resume_from else ''}`",
             f"- machine: {platform.node()}, {_gpu_name()}; wall {time.monotonic() - started:.0f} s",
             f"- rows judged in: {'; '.join(runs) if runs else 'none yet'}",
