@@ -68,11 +68,12 @@ start)
             for name in ${REGION_TASKS:-17_SqueezeNetFireModule.py 43_MinGPTCausalAttention.py 44_MiniGPTBlock.py}; do
                 files+=(".kb/level3/$name")
             done
+            # One after the other: the second reuses the baselines the first timed (the baseline cache),
+            # which on a level-3 model are most of the time a judge takes (torch.compile).
             for allocation in gain uniform; do
                 python3 -m agent.cli.app batch "${files[@]}" --model templates --budget "${REGION_BUDGET:-turns=3}" \
-                    --region-allocation "$allocation" --out "$run/regions/$allocation" --quiet &
+                    --region-allocation "$allocation" --out "$run/regions/$allocation" --quiet
             done
-            wait
         }
         # Waves run one after another; the lanes of a wave (joined by commas) run at once. A wave
         # waits for its own lanes by pid: a bare `wait` also waits for the GPU sampler, which never
