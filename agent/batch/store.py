@@ -113,6 +113,22 @@ def _connect_readonly(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
         raise StoreError(f"{path}: cannot be opened as an SQLite database ({exc})") from None
 
 
+def _upgraded_copy(db: sqlite3.Connection) -> sqlite3.Connection:
+    """An in-memory copy of an older store with the later migrations applied, so that reports read
+    every store through one schema (a store from before region runs has no region_runs table, one
+    from before precision policies no precision columns). The file itself is left as it is."""
+    copy = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    db.backup(copy)
+    db.close()
+    copy.row_factory = sqlite3.Row
+    current = int(copy.execute("PRAGMA user_version").fetchone()[0])
+    for number, script in enumerate(MIGRATIONS[current:], start=current + 1):
+        for statement in statements(script):
+            copy.execute(statement)
+        copy.execute(f"PRAGMA user_version = {number}")
+    return copy
+
+
 @dataclass(frozen=True)
 class Claim:
     attempt_id: int
@@ -171,6 +187,8 @@ class Store:
             self._db = _connect_readonly(self.path, busy_timeout_s)
             self._db.row_factory = sqlite3.Row
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            if self.schema_version < len(MIGRATIONS):
+                self._db = _upgraded_copy(self._db)
             return
         # An empty file, or an SQLite file without tables, is a store another process is
         # creating (`agent batch` refuses a user's empty file up front, with check_store_file).

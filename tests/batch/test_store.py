@@ -256,3 +256,26 @@ def test_kill_minus_9_mid_batch_then_resume_finishes_only_the_rest(tmp_path: Pat
     done_names = {before[k].task_name for k in done_before}
     judged_again = {Path(e["solution"]).parts[-4] for e in read_log(tmp_path / "run2.jsonl")}
     assert judged_again == set(names) - done_names
+
+
+def test_a_store_from_an_older_kernel_agent_is_reported_as_it_is(tmp_path: Path) -> None:
+    """The store of the 2026-12-03 H200 batch (schema 2: before region runs and precision columns):
+    `agent report` reads it through the current schema, and the file is left at its own version."""
+    import gzip
+    import sqlite3
+
+    from agent.batch.report import build_reports
+
+    saved = Path(__file__).resolve().parents[2] / "benchmarks/results/h200-2026-12-03d/store.sqlite.gz"
+    path = tmp_path / "store.sqlite"
+    path.write_bytes(gzip.decompress(saved.read_bytes()))
+    (report,) = build_reports(path)
+    assert (report.per_candidate.n, report.per_candidate.correct) == (70, 70)
+    assert report.regions == {}
+    with Store(path, readonly=True) as store:
+        ids = [r[0] for r in store._db.execute("SELECT DISTINCT attempt_id FROM evaluations")]
+        judged = [e for i in ids for e in store.evaluations(i)]
+    assert len(judged) == 70 and {e.verdict for e in judged} == {"correct"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store.sqlite"]  # no -wal, no -shm
+    untouched = sqlite3.connect(f"{path.as_uri()}?mode=ro&immutable=1", uri=True)
+    assert untouched.execute("PRAGMA user_version").fetchone()[0] == 2
