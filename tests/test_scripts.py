@@ -1,4 +1,4 @@
-"""The shell scripts that drive a lent GPU machine: a syntax error or a lane with no function is found
+"""The shell scripts that drive a GPU machine: a syntax error or a lane with no function is found
 on the device, after the machine's start-up has been paid for (2026-12-07: a quote inside
 session_gpu.sh's `bash -c '...'` body). These checks find them here."""
 
