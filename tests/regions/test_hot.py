@@ -76,6 +76,20 @@ def test_agent_profile_json_lists_the_regions_with_their_floors(tmp_path):
     assert {"share", "flops", "bytes", "pct_of_floor", "headroom_s", "covered"} <= set(table["regions"][0])
 
 
+@pytest.mark.slow
+def test_agent_profile_prints_every_column_whole(tmp_path):
+    """Piped (a file, `| less`) and in an 80-column terminal alike, no number or column is cut:
+    only a long region label folds onto more lines (2026-12-07: piped, every number was cut to
+    "3…" and the covered column lost)."""
+    task, _ = _graph(tmp_path)
+    for columns in ("80", "200"):
+        result = CliRunner().invoke(app, ["profile", str(task), "--estimate"], env={"COLUMNS": columns})
+        assert result.exit_code == 0, result.output
+        assert "…" not in result.output
+        assert all(word in result.output for word in ("share", "GFLOP", "floor", "headroom", "covered"))
+        assert "covered by the template library" in result.output
+
+
 def test_agent_profile_names_a_missing_file(tmp_path):
     result = CliRunner().invoke(app, ["profile", str(tmp_path / "nope.py")])
     assert result.exit_code != 0 and "nope.py" in result.output
