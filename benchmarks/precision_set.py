@@ -58,6 +58,7 @@ KERNELBENCH = REPO.parent / "shared" / "kernelbench"
 LOCAL_KERNELBENCH = REPO / ".kb"  # a carried copy on the GPU machine
 CORPUS_TASKS = REPO / "benchmarks" / "tasks"
 BELOW_FP32 = "below_fp32"
+UNJUDGED = frozenset({"no_gpu", "referee_error"})  # verdicts that say nothing of the candidate
 TEMPLATE_TASKS = (
     "level1/1_Square_matrix_multiplication_.py",
     "level1/2_Standard_matrix_multiplication_.py",
@@ -412,26 +413,32 @@ def main() -> int:
     run = f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC on {platform.node()} ({gpu_name()})"
     command = ("python benchmarks/precision_set.py " + " ".join(sys.argv[1:])).strip()
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    unjudged: list[str] = []
     print(f"{len(candidates)} candidates, {len(rows)} judged earlier, {len(todo)} to judge", flush=True)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for future in as_completed([pool.submit(judge, c, args.trials) for c in todo]):
             row = future.result() | {"run": run}
-            rows.append(row)
             print(
                 f"{row['name']:55} label {row['label']:11} measured {row['match']['measured']} "
                 f"fp32 {row['fp32']['verdict']:16} right {row['right']} ({row['seconds']} s)",
                 flush=True,
             )
+            if {row["match"]["verdict"], row["fp32"]["verdict"]} & UNJUDGED:
+                unjudged.append(row["name"])  # no verdict (no GPU, the referee's own error): not a row
+                continue
+            rows.append(row)
             # written as rows come in: a run cut short keeps what it judged
             partial = "" if len(rows) == len(candidates) else f" (partial: {len(rows)} of {len(candidates)})"
             args.out.write_text(table(rows, command + partial, time.monotonic() - started))
             args.out.with_suffix(".json").write_text(json.dumps(rows, indent=1))
     rows.sort(key=lambda r: [c.name for c in candidates].index(r["name"]))
     text = table(rows, command, time.monotonic() - started)
+    if unjudged:
+        text += f"\nNo verdict (left out, judged again on resume): {', '.join(sorted(unjudged))}.\n"
     args.out.write_text(text)
     print(text)
     fine = all(r["right"] for r in rows) and all(r["fp32_right"] for r in rows if r["label"] == "fp32")
-    return 0 if fine else 1
+    return 0 if fine and not unjudged else 1
 
 
 if __name__ == "__main__":

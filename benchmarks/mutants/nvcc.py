@@ -20,12 +20,15 @@ class CompileOutcome(BaseModel):
     first_error: str = ""
 
 
-def compile_mutant(mutant: Mutant, timeout_s: float = 300) -> CompileOutcome:
-    """`nvcc -c` of the mutant beside copies of its folder's headers, with the toolkit's and
+def compile_mutant(mutant: Mutant, timeout_s: float = 300, folder: Path | None = None) -> CompileOutcome:
+    """`nvcc -c` of the mutant with its own folder's headers (`folder`: where its source lives, by
+    default the repository's `mutant.file`; a rendered template's `kernels/`), the toolkit's and
     cuBLAS/cuDNN's include folders."""
     nvcc = str(Path(find_toolkit().cuda_home) / "bin" / "nvcc")
     original = REPO / mutant.file
-    includes = [original.parent] + [Path(lib.include_dir) for lib in vendor_libraries() if lib.include_dir]
+    includes = [folder or original.parent] + [
+        Path(lib.include_dir) for lib in vendor_libraries() if lib.include_dir
+    ]
     with tempfile.TemporaryDirectory(prefix="mutant-") as folder:
         source = Path(folder) / original.name
         source.write_text(mutant.text)

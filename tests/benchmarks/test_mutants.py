@@ -96,7 +96,7 @@ def test_a_sample_of_each_class_compiles_with_nvcc(corpus: list, fault_class: st
     assert outcome.ok, f"{mutant.key}: {outcome.first_error}"
 
 
-def test_the_benchmark_rate_leaves_stillborn_mutants_out() -> None:
+def test_the_benchmark_rate_leaves_stillborn_and_unjudged_mutants_out() -> None:
     from benchmarks.mutation_bench import summary_table
 
     rows = [
@@ -104,8 +104,50 @@ def test_the_benchmark_rate_leaves_stillborn_mutants_out() -> None:
         {"class": "removed_sync", "outcome": "survived"},
         {"class": "removed_sync", "outcome": "stillborn"},
         {"class": "wrong_index", "outcome": "killed"},
+        {"class": "wrong_index", "outcome": "unjudged"},  # no GPU, or the referee's own error: no kill
     ]
     table, rates = summary_table(rows)
     assert rates["removed_sync"] == 0.5 and rates["wrong_index"] == 1.0
     assert rates["all"] == 2 / 3
-    assert "| removed_sync | 3 | 1 | 1 | 1 | 50.0% |" in table
+    assert "| removed_sync | 3 | 1 | 0 | 1 | 1 | 50.0% |" in table
+    assert "| wrong_index | 2 | 0 | 1 | 1 | 0 | 100.0% |" in table
+
+
+TEMPLATE_CLASSES = [c for c in FAULT_CLASSES if c != "reduced_precision"]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> list:
+    from benchmarks.mutation_bench import template_subjects
+
+    return template_subjects(tmp_path_factory.mktemp("rendered"), only="")
+
+
+@pytest.mark.slow  # rendering the corpus's 13 tasks traces each: about a minute on 2 cores
+def test_the_template_policys_rendered_kernels_are_mutated_in_every_class(rendered: list) -> None:
+    """The benchmark mutates the template policy's kernels as rendered for the corpus's tasks (the
+    stage files, with the task's slots filled), besides the corpus's solutions."""
+    assert {s.origin for s in rendered} == {"templates"}
+    # the rendered kernels call no libm function and keep no float accumulator of the `s += t` kind
+    # (reduce_acc.cuh's helpers): reduced_precision's sites are the corpus's
+    assert {s.mutant.fault_class for s in rendered} == set(TEMPLATE_CLASSES)
+    assert {s.task.stem for s in rendered} >= {"19_ReLU", "1_Square_matmul", "23_Softmax", "40_LayerNorm"}
+    for subject in rendered[:50]:
+        assert (subject.solution / subject.source).read_text() != subject.mutant.text
+        assert subject.mutant.file.startswith("templates/") and subject.source.name.startswith("s")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("nvcc") is None and not __import__("os").path.exists("/usr/local/cuda/bin/nvcc"),
+    reason="needs nvcc",
+)
+@pytest.mark.parametrize("fault_class", TEMPLATE_CLASSES)
+def test_a_sample_of_each_class_of_rendered_template_mutants_compiles(
+    rendered: list, fault_class: str
+) -> None:
+    from benchmarks.mutation_bench import _sampled
+
+    (subject,) = _sampled([s for s in rendered if s.mutant.fault_class == fault_class], 1, seed=0)
+    outcome = compile_mutant(subject.mutant, folder=(subject.solution / subject.source).parent)
+    assert outcome.ok, f"{subject.mutant.key}: {outcome.first_error}"
