@@ -19,7 +19,8 @@ usage: python benchmarks/mutation_bench.py [--per-class 20] [--seed 0] [--trials
 The report and its .json are written as mutants are judged: a device session cut short keeps what it
 judged, and `--resume-from` an earlier run's .json (same --per-class and --seed) judges only the
 rest, keeping the earlier rows (marked with their run's `run` field).
-Exit status 0 when every class's kill rate reaches --min-kill-rate (default 0.99).
+Exit status 0 when every mutant got a verdict and every class's kill rate reaches --min-kill-rate
+(default 0.99).
 """
 
 from __future__ import annotations
@@ -215,7 +216,8 @@ def main() -> None:
     print(report)
     _, rates = summary_table(rows)
     failing = [c for c in FAULT_CLASSES if rates[c] == rates[c] and rates[c] < args.min_kill_rate]
-    sys.exit(1 if failing else 0)
+    unjudged = any(r["outcome"] == "unjudged" for r in rows)
+    sys.exit(1 if failing or unjudged else 0)
 
 
 def _sampled(subjects: list[Subject], per_class: int, seed: int) -> list[Subject]:
