@@ -109,15 +109,6 @@ def judge_mutant(subject: Subject, args: argparse.Namespace) -> dict:
         options = EvalOptions(trials=args.trials, run_timeout_s=args.run_timeout, profile=args.profile)
         result = evaluate(task, copy, options)
     verdict = result.verdict
-    outcome = (
-        "stillborn"
-        if verdict == "compile_error"
-        else "survived"
-        if verdict == "correct"
-        else "unjudged"  # no verdict on the mutant: no GPU, or the referee's own error
-        if verdict in INFRA_VERDICTS
-        else "killed"
-    )
     return {
         "key": mutant.key,
         "origin": subject.origin,
@@ -128,9 +119,19 @@ def judge_mutant(subject: Subject, args: argparse.Namespace) -> dict:
         "after": mutant.after,
         "verdict": verdict,
         "reason": result.reason[:300],
-        "outcome": outcome,
+        "outcome": outcome_of(verdict),
         "seconds": round(time.monotonic() - start, 1),
     }
+
+
+def outcome_of(verdict: str) -> str:
+    if verdict == "compile_error":
+        return "stillborn"
+    if verdict == "correct":
+        return "survived"
+    if verdict in INFRA_VERDICTS:  # no verdict on the mutant: no GPU, or the referee's own error
+        return "unjudged"
+    return "killed"
 
 
 def summary_table(rows: list[dict], by: str = "class") -> tuple[str, dict[str, float]]:

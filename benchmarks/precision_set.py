@@ -45,6 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from agent.batch.agent_runs import INFRA_VERDICTS  # noqa: E402
 from agent.referee import EvalOptions, evaluate  # noqa: E402
 from agent.referee.policy import PolicyName  # noqa: E402
 from agent.tasks import load_task  # noqa: E402
@@ -58,7 +59,6 @@ KERNELBENCH = REPO.parent / "shared" / "kernelbench"
 LOCAL_KERNELBENCH = REPO / ".kb"  # a carried copy on the GPU machine
 CORPUS_TASKS = REPO / "benchmarks" / "tasks"
 BELOW_FP32 = "below_fp32"
-UNJUDGED = frozenset({"no_gpu", "referee_error"})  # verdicts that say nothing of the candidate
 TEMPLATE_TASKS = (
     "level1/1_Square_matrix_multiplication_.py",
     "level1/2_Standard_matrix_multiplication_.py",
@@ -417,13 +417,13 @@ def main() -> int:
     print(f"{len(candidates)} candidates, {len(rows)} judged earlier, {len(todo)} to judge", flush=True)
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for future in as_completed([pool.submit(judge, c, args.trials) for c in todo]):
-            row = future.result() | {"run": run}
+            row: dict = {**future.result(), "run": run}
             print(
                 f"{row['name']:55} label {row['label']:11} measured {row['match']['measured']} "
                 f"fp32 {row['fp32']['verdict']:16} right {row['right']} ({row['seconds']} s)",
                 flush=True,
             )
-            if {row["match"]["verdict"], row["fp32"]["verdict"]} & UNJUDGED:
+            if {row["match"]["verdict"], row["fp32"]["verdict"]} & INFRA_VERDICTS:
                 unjudged.append(row["name"])  # no verdict (no GPU, the referee's own error): not a row
                 continue
             rows.append(row)

@@ -6,10 +6,10 @@ is "model": the model chose where its budget went."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from agent.regions.hot import HotRegionTable
-from agent.run.region_records import CompositionTrial, RegionResult, RegionRun, RegionStatus
+from agent.referee.results import EvalResult
+from agent.regions.hot import HotRegion, HotRegionTable
+from agent.run.region_compose import composition_trial, speedups
+from agent.run.region_records import RegionResult, RegionRun, RegionStatus
 from agent.transcripts.format import EvaluationEvent, ToolResultEvent, Transcript
 
 OPEN, WHOLE, COMPOSE = "open_region", "open_whole_model", "compose_regions"
@@ -65,19 +65,21 @@ def region_run_of(transcript: Transcript, hot: HotRegionTable) -> RegionRun | No
         total_units=calls,
         covered_share=hot.covered_share,
         regions=results,
-        compositions=[_trial(regions, e) for regions, e in compositions if e is not None],
+        compositions=[
+            composition_trial(regions, _judged(e), e.baseline) for regions, e in compositions if e is not None
+        ],
         submitted=submitted,
-        speedup_eager=_speedups(whole.result)[0] if whole is not None else None,
-        speedup_compile=_speedups(whole.result)[1] if whole is not None else None,
+        speedup_eager=speedups(_judged(whole))[0] if whole is not None else None,
+        speedup_compile=speedups(_judged(whole))[1] if whole is not None else None,
     )
 
 
 def _region_result(
-    row: Any, turns: int, judged: list[EvaluationEvent], submitted: list[int] | None
+    row: HotRegion, turns: int, judged: list[EvaluationEvent], submitted: list[int] | None
 ) -> RegionResult:
     correct = [e for e in judged if e.verdict == "correct"]
     best = max(correct, key=lambda e: e.speedup or 0.0, default=None)
-    eager, compiled = _speedups(best.result) if best is not None else (None, None)
+    eager, compiled = speedups(_judged(best)) if best is not None else (None, None)
     status: RegionStatus
     if submitted is not None and row.region in submitted:
         status = "kept"
@@ -102,27 +104,6 @@ def _region_result(
     )
 
 
-def _trial(regions: list[int], event: EvaluationEvent) -> CompositionTrial:
-    eager, compiled = _speedups(event.result)
-    return CompositionTrial(
-        regions=regions,
-        policy=str(event.result.get("policy", "")),
-        verdict=event.verdict,
-        reason=event.reason[:300],
-        speedup_eager=eager,
-        speedup_compile=compiled,
-        faster=event.verdict == "correct" and _outcome(event.result, event.baseline) == "faster",
-    )
-
-
-def _band(result: dict[str, Any], baseline: str) -> dict[str, Any]:
-    """A speedup band from a transcript's EvalResult dict (agent.referee.results.Speedup)."""
-    return (result.get("performance") or {}).get(f"speedup_vs_{baseline}") or {}
-
-
-def _outcome(result: dict[str, Any], baseline: str) -> str | None:
-    return _band(result, baseline).get("outcome")
-
-
-def _speedups(result: dict[str, Any]) -> tuple[float | None, float | None]:
-    return _band(result, "eager").get("value"), _band(result, "compile").get("value")
+def _judged(event: EvaluationEvent) -> EvalResult:
+    """The referee's result an evaluation event recorded (written by this run: the current schema)."""
+    return EvalResult.model_validate(event.result)

@@ -129,7 +129,7 @@ def compose_and_finish(state: RegionState, task: Task, total: int) -> SolveResul
         total_units=total,
         covered_share=sum(r.share for r in state.results.values() if r.covered),
         regions=[state.results[r.index] for r in state.policy.regions],
-        compositions=[_trial(regions, result, config.baseline) for regions, result, _ in trials],
+        compositions=[composition_trial(regions, result, config.baseline) for regions, result, _ in trials],
         submitted=submitted if best is not None else None,
     )
     if best is not None and best[1].performance is not None:
@@ -182,16 +182,26 @@ def with_policy(referee: Referee, policy: str) -> Referee:
     return clone
 
 
-def _trial(regions: list[int], result: EvalResult, baseline: str) -> CompositionTrial:
-    perf = result.performance
+def composition_trial(regions: list[int], result: EvalResult, baseline: str) -> CompositionTrial:
+    """The record of one composition the referee judged on the whole task."""
+    eager, compiled = speedups(result)
     return CompositionTrial(
         regions=regions,
         policy=result.policy,
         verdict=result.verdict,
         reason=result.reason[:300],
-        speedup_eager=perf.speedup_vs_eager.value if perf and perf.speedup_vs_eager else None,
-        speedup_compile=perf.speedup_vs_compile.value if perf and perf.speedup_vs_compile else None,
+        speedup_eager=eager,
+        speedup_compile=compiled,
         faster=faster(result, baseline),
+    )
+
+
+def speedups(result: EvalResult) -> tuple[float | None, float | None]:
+    """(vs eager, vs torch.compile), each None where not measured."""
+    perf = result.performance
+    return (
+        perf.speedup_vs_eager.value if perf and perf.speedup_vs_eager else None,
+        perf.speedup_vs_compile.value if perf and perf.speedup_vs_compile else None,
     )
 
 
