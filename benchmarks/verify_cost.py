@@ -50,8 +50,10 @@ for run in range(int(sys.argv[4])):
     result = evaluate(task, Path(sys.argv[3]), EvalOptions(trials=int(sys.argv[5]), profile=False))
     wall = time.monotonic() - started
     t = result.stage_times
-    print(json.dumps({"run": run, "verdict": result.verdict, "wall_s": wall, "compile_s": t.compile_s,
-                      "candidate_s": t.candidate_s, "judge_s": t.judge_s}), flush=True)
+    print(json.dumps({"run": run, "verdict": result.verdict, "reason": result.reason[:400], "wall_s": wall,
+                      "compile_s": t.compile_s, "candidate_s": t.candidate_s, "judge_s": t.judge_s,
+                      "candidate_stages": getattr(t, "candidate_stages", {}),
+                      "judge_stages": getattr(t, "judge_stages", {})}), flush=True)
 """
 
 
@@ -100,6 +102,14 @@ def verify_s(row: dict) -> float:
     return row["wall_s"] - row["compile_s"]
 
 
+def slowest_stages(row: dict, count: int = 4) -> str:
+    """A run's slowest judge and candidate stages, slowest first."""
+    named = [(f"judge {k}", v) for k, v in row.get("judge_stages", {}).items()]
+    named += [(f"candidate {k}", v) for k, v in row.get("candidate_stages", {}).items()]
+    top = sorted(named, key=lambda kv: -kv[1])[:count]
+    return ", ".join(f"{name} {seconds:.1f}" for name, seconds in top) or "not recorded"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -136,6 +146,8 @@ def main() -> int:
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     ratios: list[float] = []
+    failures: list[str] = []
+    stages: list[str] = []
     raw: dict[str, dict] = {}
     for relative in TASKS:
         task = kernelbench / relative
@@ -147,21 +159,36 @@ def main() -> int:
         raw[relative] = {"old": old, "new": new}
         old_s = [verify_s(r) for r in old]
         new_s = [verify_s(r) for r in new]
+        # a verdict other than correct ends the judging early: its time is no verify time
+        comparable = all(r["verdict"] == "correct" for r in old + new)
         ratio = statistics.median(new_s) / statistics.median(old_s)
-        ratios.append(ratio)
+        if comparable:
+            ratios.append(ratio)
+        else:
+            failures += [
+                f"- {relative}, {which} tree: {r['verdict']}: {r.get('reason', '')}"
+                for which, r in (("old", old[0]), ("new", new[0]))
+                if r["verdict"] != "correct"
+            ]
         lines.append(
             f"| {relative} | {old[0]['verdict']} / {new[0]['verdict']} "
             f"| {statistics.median(old_s):.2f} ({min(old_s):.2f}-{max(old_s):.2f}) "
-            f"| {statistics.median(new_s):.2f} ({min(new_s):.2f}-{max(new_s):.2f}) | {ratio:.2f} "
+            f"| {statistics.median(new_s):.2f} ({min(new_s):.2f}-{max(new_s):.2f}) "
+            f"| {f'{ratio:.2f}' if comparable else 'not comparable'} "
             f"| {statistics.median(r['candidate_s'] for r in new):.2f} | {statistics.median(r['judge_s'] for r in new):.2f} |"
         )
         print(lines[-1], flush=True)
-    lines += ["", f"Largest ratio {max(ratios):.2f} (target at most {args.max_ratio})."]
+        stages.append(f"- {relative}: {slowest_stages(new[0])}")
+    largest = f"Largest ratio {max(ratios):.2f}" if ratios else "No comparable task"
+    lines += ["", f"{largest} (target at most {args.max_ratio})."]
+    if failures:
+        lines += ["", "Not comparable (a verdict other than correct):", *failures]
+    lines += ["", "The new referee's slowest stages (first measured run, seconds):", *stages]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     args.out.with_suffix(".json").write_text(json.dumps(raw, indent=1))
     print("\n".join(lines))
-    return 0 if max(ratios) <= args.max_ratio else 1
+    return 0 if ratios and not failures and max(ratios) <= args.max_ratio else 1
 
 
 if __name__ == "__main__":

@@ -100,6 +100,21 @@ def test_only_floating_tensors_change(transform: str) -> None:
         assert not torch.equal(out[0], values[0])
 
 
+def test_edge_values_are_drawn_chunk_by_chunk_reproducibly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full-size input's edge values are drawn in chunks on its own device: every chunk draws
+    afresh (no repeating pattern), and the same seed gives the same tensor."""
+    monkeypatch.setattr(H, "EDGE_CHUNK", 1000)
+    x = torch.rand(7, 1001)
+    chosen = H.HiddenDraw("edge", 1.0, 11)
+    edge = H.apply([x], chosen)[0]
+    assert edge.shape == x.shape and edge.dtype == x.dtype
+    assert torch.equal(edge, H.apply([x.clone()], chosen)[0])
+    flat = edge.reshape(-1)
+    assert not torch.equal(flat[:1000], flat[1000:2000])
+    assert set(flat.unique().tolist()) <= set(H._edge_values(x).float().tolist())
+    assert not torch.equal(edge, H.apply([x], H.HiddenDraw("edge", 1.0, 12))[0])
+
+
 def test_edge_values_hold_no_denormals_and_large_reaches_its_magnitude() -> None:
     for dtype in (torch.float32, torch.float16, torch.bfloat16):
         x = torch.rand(4096).to(dtype)
@@ -124,6 +139,13 @@ def test_safe_transforms_respect_the_ops_domain() -> None:
         for seed in range(50):
             assert bool(torch.isfinite(op(*H.hidden_inputs(probe, seed, allowed))).all())
     assert H.safe_transforms(torch.relu, probe, probe_seed=5) == list(H.TRANSFORMS)
+
+
+def test_a_reference_already_infinite_somewhere_keeps_transforms_that_add_no_new_infinity() -> None:
+    probe = [torch.cat([torch.zeros(1), torch.rand(63) + 0.1])]  # 1/x is inf at element 0 already
+    allowed = H.safe_transforms(lambda x: 1.0 / x, probe, probe_seed=5)
+    assert {"task", "scale_x3", "negate", "shift_up"} <= set(allowed)
+    assert not {"zeros", "edge"} & set(allowed)
 
 
 def test_index_inputs_stay_valid_under_every_transform() -> None:

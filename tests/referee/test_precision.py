@@ -161,6 +161,18 @@ def test_the_worst_output_decides_and_sampled_errors_match_full_ones() -> None:
     assert P.classify(sampled, errors).measured == "tf32"
 
 
+@pytest.mark.parametrize("numel", [5000, 20000, 10**12])
+def test_sampled_indices_are_distinct_sorted_spread_and_reproducible(numel: int) -> None:
+    """A sample of an output too large to enumerate (10**12 elements: a permutation of every index
+    would need 8 TB) is drawn as fast as one of a small output."""
+    picks = P.sample_indices(numel, 4096, seed=7)
+    assert picks.numel() == 4096 and picks.unique().numel() == 4096
+    assert bool((picks[1:] > picks[:-1]).all()) and int(picks[0]) >= 0 and int(picks[-1]) < numel
+    assert int(picks[-1]) > numel * 0.9 and int(picks[0]) < numel * 0.1  # over the whole output
+    assert torch.equal(picks, P.sample_indices(numel, 4096, seed=7))
+    assert not torch.equal(picks, P.sample_indices(numel, 4096, seed=8))
+
+
 def test_unknown_policy_and_a_ladder_without_fp32_are_refused() -> None:
     reading = P.classify(1e-7, {"fp32": 1e-7, "tf32": 1e-4})
     with pytest.raises(ValueError, match="unknown precision policy 'fp8'"):

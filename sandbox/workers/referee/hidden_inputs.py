@@ -132,11 +132,28 @@ def _transform_tensor(tensor: torch.Tensor, chosen: HiddenDraw, index: int) -> t
         target = LARGE_MAGNITUDE.get(tensor.dtype, 1e4)
         return tensor * (target / peak) if peak > 0 else torch.full_like(tensor, target)
     if name == "edge":
-        gen = torch.Generator().manual_seed((chosen.values_seed + index) & (2**63 - 1))
-        pool = _edge_values(tensor)
-        picks = torch.randint(len(pool), tuple(tensor.shape), generator=gen)
-        return pool[picks].to(dtype=tensor.dtype, device=tensor.device)
+        return _edge_tensor(tensor, (chosen.values_seed + index) & (2**63 - 1))
     raise ValueError(f"unknown hidden transform {name!r}")
+
+
+EDGE_CHUNK = 1 << 24
+"""Elements drawn at a time for the edge transform, each chunk by a generator of its own."""
+
+
+def _edge_tensor(like: torch.Tensor, seed: int) -> torch.Tensor:
+    """Edge values in `like`'s shape, drawn on its device (on the CPU, a full-size input's 1.6e9
+    draws and their int64 indices took tens of seconds and 13 GB, on each side, for every probe),
+    chunk by chunk so that the indices stay small; the same seed gives the same tensor on a device."""
+    pool = _edge_values(like).to(dtype=like.dtype, device=like.device)
+    out = torch.empty(like.numel(), dtype=like.dtype, device=like.device)
+    for number, start in enumerate(range(0, like.numel(), EDGE_CHUNK)):
+        gen = torch.Generator(device=like.device).manual_seed(
+            (seed + number * 0x9E3779B97F4A7C15) & (2**63 - 1)
+        )
+        size = min(EDGE_CHUNK, like.numel() - start)
+        picks = torch.randint(len(pool), (size,), generator=gen, device=like.device)
+        out[start : start + size] = pool[picks]
+    return out.reshape(like.shape)
 
 
 def output_scale(expected: torch.Tensor) -> float:
@@ -177,13 +194,16 @@ def hidden_inputs(values: Sequence[Any], seed: int, allowed: Sequence[str] = TRA
     return apply(values, draw(seed, allowed))
 
 
-def _finite_mask(output: Any) -> list[torch.Tensor]:
+def _finite_mask(output: Any) -> list[torch.Tensor | None]:
+    """Each floating output's finite elements, None where every one is. Kept where the output is:
+    a full-size output's mask is gigabytes, and the CPU took seconds a probe to copy and test it."""
     leaves = output if isinstance(output, (list, tuple)) else [output]
-    return [
-        torch.isfinite(leaf.detach()).cpu()
-        for leaf in leaves
-        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point()
-    ]
+    masks: list[torch.Tensor | None] = []
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point():
+            finite = torch.isfinite(leaf.detach())
+            masks.append(None if bool(finite.all()) else finite)
+    return masks
 
 
 def safe_transforms(
@@ -218,7 +238,16 @@ def _as_finite(
             masks = _finite_mask(reference(*apply(inputs, chosen)))
     except Exception:  # the op's own domain check refused the values: not a valid input for it
         return False
-    return len(masks) == len(base) and all(bool((m | ~b).all()) for m, b in zip(masks, base, strict=True))
+    return len(masks) == len(base) and all(_no_new_nonfinite(m, b) for m, b in zip(masks, base, strict=True))
+
+
+def _no_new_nonfinite(now: torch.Tensor | None, base: torch.Tensor | None) -> bool:
+    """Finite wherever the task's own inputs gave finite values (None: finite everywhere)."""
+    if now is None:
+        return True
+    if base is None:
+        return False
+    return bool((now | ~base).all())
 
 
 def perturb_state(model: torch.nn.Module, seed: int) -> list[str]:
@@ -236,9 +265,10 @@ def perturb_state(model: torch.nn.Module, seed: int) -> list[str]:
             spread = float(values.std()) if values.numel() > 1 else 0.0
             scale = spread if spread > 1e-12 else max(float(values.abs().max()), 1.0)
             offset = rng.choice((-1.0, 1.0)) * rng.uniform(0.05, 0.15) * scale
-            gen = torch.Generator().manual_seed(rng.getrandbits(63))
-            # per-element noise: a constant tensor (LayerNorm's gamma) must not stay constant
-            noise = torch.randn(tuple(values.shape), generator=gen, dtype=torch.float64).to(values.device)
+            gen = torch.Generator(device=values.device).manual_seed(rng.getrandbits(63))
+            # per-element noise: a constant tensor (LayerNorm's gamma) must not stay constant; drawn
+            # where the state is (a level-3 model's 1e8 parameters took seconds on one CPU core)
+            noise = torch.randn(tuple(values.shape), generator=gen, dtype=torch.float64, device=values.device)
             fresh = values * factor + offset + 0.05 * scale * noise
             if bool((values >= 0).all()):
                 fresh = fresh.abs()
