@@ -171,6 +171,12 @@ def test_sampled_indices_are_distinct_sorted_spread_and_reproducible(numel: int)
     assert int(picks[-1]) > numel * 0.9 and int(picks[0]) < numel * 0.1  # over the whole output
     assert torch.equal(picks, P.sample_indices(numel, 4096, seed=7))
     assert not torch.equal(picks, P.sample_indices(numel, 4096, seed=8))
+    for small in (1, 3, 10):  # a small sample of a just-large-enough output is still full
+        assert all(
+            P.sample_indices(4 * small + 1 + k, small, s).numel() == small
+            for k in range(40)
+            for s in range(5)
+        )
 
 
 def test_unknown_policy_and_a_ladder_without_fp32_are_refused() -> None:

@@ -129,9 +129,9 @@ def sample_indices(numel: int, limit: int, seed: int) -> torch.Tensor:
     if numel <= 4 * limit:
         return torch.randperm(numel, generator=gen)[:limit].sort().values
     # A permutation of every index costs O(numel): 1.6e9 for KernelBench's full-size ReLU, a minute
-    # of one CPU core and 13 GB. Draws with replacement cost O(limit); 1.25x of them leave at least
-    # `limit` distinct ones past 4x (about limit^2 / 2 numel repeats), of which `limit` are kept.
-    drawn = torch.unique(torch.randint(numel, (limit + limit // 4,), generator=gen))
+    # of one CPU core and 13 GB. Draws with replacement cost O(limit); 1.25x of them (and 64 more for
+    # a small limit) leave at least `limit` distinct ones past 4x, of which `limit` are kept.
+    drawn = torch.unique(torch.randint(numel, (limit + limit // 4 + 64,), generator=gen))
     return drawn[torch.randperm(drawn.numel(), generator=gen)[:limit]].sort().values
 
 
