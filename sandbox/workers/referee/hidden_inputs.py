@@ -231,7 +231,7 @@ def safe_transforms(
 
 
 def _as_finite(
-    reference: Callable[..., Any], inputs: Sequence[Any], chosen: HiddenDraw, base: list[torch.Tensor]
+    reference: Callable[..., Any], inputs: Sequence[Any], chosen: HiddenDraw, base: list[torch.Tensor | None]
 ) -> bool:
     try:
         with torch.no_grad():
